@@ -1,0 +1,1 @@
+//! Architecture-specific register frames and stubs.

@@ -1,0 +1,1 @@
+//! rocpd databases: model, reader, writer, converters (work in progress).
