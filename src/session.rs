@@ -45,3 +45,9 @@ pub struct AttachRequest {
     /// Maximum number of processes attached or detached at the same time.
     pub parallelism: usize,
 }
+
+/// Run an attach session to completion and return the exit code (implemented by the session work).
+pub fn run(req: AttachRequest) -> crate::ExitCode {
+    let _ = req;
+    crate::ExitCode::Failure
+}
