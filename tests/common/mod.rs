@@ -36,7 +36,11 @@ pub fn build(out: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     let mut all: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
     let header = src.join("standin.h");
     all.push(&header);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+    // Tests get CARGO_TARGET_TMPDIR; examples that include this module fall back to target/tmp.
+    let tmp = option_env!("CARGO_TARGET_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp"));
+    let dir = tmp
         .join("fixtures")
         .join(hash_files(&all, &flags.join(" ")));
     let dest = dir.join(out);
