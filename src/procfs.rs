@@ -306,6 +306,13 @@ pub fn status(pid: i32) -> Result<Status> {
     parse_status(&text, &path)
 }
 
+/// Parsed `/proc/PID/task/TID/status` (per-thread state and TracerPid).
+pub fn task_status(pid: i32, tid: i32) -> Result<Status> {
+    let path = proc_dir(pid).join(format!("task/{tid}/status"));
+    let text = read_text(pid, &path)?;
+    parse_status(&text, &path)
+}
+
 /// Parse the text of a status file; `path` is only used in error messages.
 pub fn parse_status(text: &str, path: &Path) -> Result<Status> {
     let mut st = Status::default();
