@@ -71,18 +71,32 @@ impl fmt::Debug for RemoteLibrary {
 impl RemoteLibrary {
     /// Locate the unique object in `pid` matching `name` (basename, versioned soname, " (deleted)").
     pub fn locate(pid: i32, name: &str) -> Result<Self> {
+        Self::locate_with(pid, name, true)
+    }
+
+    /// Like [`RemoteLibrary::locate`] but never reads `/proc/PID/map_files`: the object is read via
+    /// its path inside the target's root and, when that is not the mapped inode, verified by Build
+    /// ID. This is what an attacher without CAP_SYS_ADMIN gets; exposed for tests and diagnostics.
+    pub fn locate_via_path(pid: i32, name: &str) -> Result<Self> {
+        Self::locate_with(pid, name, false)
+    }
+
+    fn locate_with(pid: i32, name: &str, map_files: bool) -> Result<Self> {
         let maps = procfs::maps(pid)?;
         let group = pick_one(pid, name, candidate_objects(&maps, name))?;
         let first = &group[0];
         let path = first.path.clone().unwrap_or_default();
-        let (image, opened, same_file) = open_object(pid, first)?;
+        let (image, opened, same_file) = open_object(pid, first, map_files)?;
         check_header(&image, &path)?;
         let bias = load_bias(&image, &group).map_err(|why| {
-            Error::Symbol(format!(
-                "cannot compute the load address of {path} in process {pid}: {why}. The file read from {} \
-                 does not match the mapped copy; restart the target or report a bug",
-                opened.display()
-            ))
+            if same_file {
+                Error::Symbol(format!(
+                    "cannot compute the load address of {path} in process {pid}: {why}; restart the target \
+                     or report a bug"
+                ))
+            } else {
+                unverified(pid, &path, &opened, &format!("its segments do not match the mapped copy ({why})"))
+            }
         })?;
         let lib = RemoteLibrary {
             pid,
@@ -132,17 +146,7 @@ impl RemoteLibrary {
     }
 
     fn verify_build_id(&self) -> Result<()> {
-        let mismatch = |why: String| {
-            Error::Symbol(format!(
-                "{} in process {} could not be verified: {why}. The file on disk ({}) may be a different \
-                 build than the mapped copy (replaced after the target started). Fix: run rocprof-attach \
-                 as root so /proc/{}/map_files can be read, or restart the target",
-                self.path,
-                self.pid,
-                self.opened.display(),
-                self.pid
-            ))
-        };
+        let mismatch = |why: String| unverified(self.pid, &self.path, &self.opened, &why);
         let file = file_build_id(self.image.as_slice())
             .map_err(&mismatch)?
             .ok_or_else(|| mismatch("the file has no GNU Build ID note".into()))?;
@@ -179,6 +183,16 @@ impl RemoteLibrary {
         }
         found.ok_or_else(|| "no GNU Build ID note is readable in the target's memory".to_string())
     }
+}
+
+/// The object read by path is not provably the mapped copy.
+fn unverified(pid: i32, path: &str, opened: &Path, why: &str) -> Error {
+    Error::Symbol(format!(
+        "{path} in process {pid} could not be verified: {why}. The file on disk ({}) may be a different build \
+         than the mapped copy (replaced after the target started). Fix: run rocprof-attach as root so \
+         /proc/{pid}/map_files can be read, or restart the target",
+        opened.display()
+    ))
 }
 
 /// True when a maps path names the library `name` (protocol 5.8 step 2).
@@ -266,9 +280,12 @@ fn same_file(meta: &std::fs::Metadata, m: &Mapping) -> bool {
 
 /// Read the object: map_files first (accepted when dev/inode match), else the path in the target root.
 /// Returns (bytes, path opened, opened file is the mapped inode).
-fn open_object(pid: i32, m: &Mapping) -> Result<(Vec<u8>, PathBuf, bool)> {
+fn open_object(pid: i32, m: &Mapping, try_map_files: bool) -> Result<(Vec<u8>, PathBuf, bool)> {
     let map_file = procfs::proc_dir(pid).join(format!("map_files/{:x}-{:x}", m.start, m.end));
-    if let Ok(file) = std::fs::File::open(&map_file) {
+    if let Some(file) = try_map_files
+        .then(|| std::fs::File::open(&map_file).ok())
+        .flatten()
+    {
         if file.metadata().is_ok_and(|meta| same_file(&meta, m)) {
             return Ok((read_limited(file, &map_file)?, map_file, true));
         }

@@ -444,3 +444,48 @@ fn resolve_in_our_own_root() {
         PathBuf::from("/proc/1234/root/opt/rocm/lib")
     );
 }
+
+#[test]
+fn path_route_verifies_the_build_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let built = register_lib(1, &[]);
+    let lib = copy_into(&built, dir.path(), "librocprofiler-register.so.0.5.0");
+    let (target, addr) = start_target(&[s(&lib)], &[]);
+    let pid = target.pid();
+    // Same inode on disk: no Build ID check needed.
+    let same = RemoteLibrary::locate_via_path(pid, REGISTER).expect("same inode");
+    assert_eq!(Some(same.symbol(ATTACH).expect("symbol")), addr);
+    // Replaced by an identical build (new inode): the Build IDs agree, so the file is used.
+    std::fs::remove_file(&lib).expect("delete");
+    copy_into(&built, dir.path(), "librocprofiler-register.so.0.5.0");
+    let identical = RemoteLibrary::locate_via_path(pid, REGISTER).expect("identical build");
+    assert_eq!(Some(identical.symbol(ATTACH).expect("symbol")), addr);
+    // Same layout, different Build ID: refused, naming both Build IDs.
+    std::fs::remove_file(&lib).expect("delete");
+    let other_id = register_lib(
+        1,
+        &["-Wl,--build-id=0x0123456789abcdef0123456789abcdef01234567"],
+    );
+    copy_into(&other_id, dir.path(), "librocprofiler-register.so.0.5.0");
+    let err = RemoteLibrary::locate_via_path(pid, REGISTER).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Build ID in the file is 0123456789abcdef"),
+        "{err}"
+    );
+    // Replaced by a build with another layout: refused too.
+    std::fs::remove_file(&lib).expect("delete");
+    copy_into(
+        &register_lib(2, &[]),
+        dir.path(),
+        "librocprofiler-register.so.0.5.0",
+    );
+    let err = RemoteLibrary::locate_via_path(pid, REGISTER).unwrap_err();
+    assert!(err.to_string().contains("could not be verified"), "{err}");
+    assert!(err.to_string().contains("map_files"), "{err}");
+    // Deleted with nothing at the path: only map_files can help.
+    std::fs::remove_file(&lib).expect("delete");
+    let err = RemoteLibrary::locate_via_path(pid, REGISTER).unwrap_err();
+    assert!(err.to_string().contains("deleted"), "{err}");
+    assert!(RemoteLibrary::locate(pid, REGISTER).is_ok());
+}
