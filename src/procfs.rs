@@ -498,7 +498,11 @@ pub fn resolve_in_root(pid: i32, path: &Path) -> Result<Option<PathBuf>> {
     {
         return Err(classify(pid, &root, e));
     }
-    resolve_under_root(&root, path).map_err(|(at, e)| classify(pid, &at, e))
+    let resolved = resolve_under_root(&root, path).map_err(|(at, e)| classify(pid, &at, e))?;
+    if resolved.is_none() && !proc_dir(pid).exists() {
+        return Err(Error::ProcessGone { pid });
+    }
+    Ok(resolved)
 }
 
 /// [`resolve_in_root`] with an explicit root directory (any directory standing in for `/`).
