@@ -15,6 +15,9 @@ struct Output {
 }
 
 /// Run the binary with a clean environment plus `env`, stdin closed, killed after 30 s.
+/// One refused command line: arguments, environment, a word the error must contain.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+
 fn run_with(args: &[&str], env: &[(&str, &str)], uid: Option<u32>) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
@@ -142,7 +145,7 @@ fn bad_command_lines_are_refused_without_touching_the_target() {
     std::fs::write(&file, "x").unwrap();
     let file = file.to_str().unwrap();
     let list = format!("{p},abc");
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (vec![], vec![], "pass -p PID"),
         (vec!["--kernel-trace"], vec![], "ROCPROF_ATTACH_PID"),
         (vec!["-p", "abc"], vec![], "positive whole number"),

@@ -12,6 +12,9 @@ use std::time::Duration;
 
 const CWD: &str = "/work/here";
 
+/// One refused command line: arguments, environment, a word the error must contain.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+
 fn parse(args: &[&str], base: &[(&str, &str)]) -> Result<(AttachRequest, Vec<String>), Error> {
     let env = EnvList::from_pairs(base.iter().copied());
     let mut argv = vec!["rocprof-attach"];
@@ -800,7 +803,7 @@ fn warnings() {
 
 #[test]
 fn refusals_are_usage_errors() {
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             vec!["-f", "xml"],
             vec![],
