@@ -970,3 +970,12 @@ fn subcommands_check_and_list() {
     let inv = parse_request(["rocprof-attach", "--help"], &env, cwd).unwrap();
     assert!(matches!(inv.action, Action::Print(ref t) if t.contains("Target selection")));
 }
+
+#[test]
+fn repeated_format_options_accumulate() {
+    check(
+        &["-f", "csv", "-f", "json"],
+        &[],
+        &[("ROCPROF_OUTPUT_FORMAT", Some("csv,json"))],
+    );
+}
