@@ -466,3 +466,8 @@ pub fn status_mask(pid: i32, tid: i32, field: &str) -> u64 {
     let line = s.lines().find(|l| l.starts_with(field)).expect("field");
     u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
 }
+
+/// The minimal stand-in tool library (writes one CSV per session on detach).
+pub fn tool_lib() -> PathBuf {
+    build("libstandin-tool.so", &["tool.c"], &["-fPIC", "-shared"])
+}
