@@ -472,6 +472,13 @@ pub fn tool_lib() -> PathBuf {
     build("libstandin-tool.so", &["tool.c"], &["-fPIC", "-shared"])
 }
 
+/// The `rocprof-attach` binary: cargo's for tests, the release build for examples.
+pub fn bin() -> PathBuf {
+    option_env!("CARGO_BIN_EXE_rocprof-attach")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/rocprof-attach"))
+}
+
 /// A running `rocprof-attach` whose stderr is collected line by line.
 pub struct Run {
     pub child: Child,
@@ -482,7 +489,7 @@ pub struct Run {
 
 /// Start the real binary with a clean environment plus `env`.
 pub fn rocprof_attach(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocprof-attach"));
+    let mut cmd = Command::new(bin());
     cmd.args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default());
