@@ -72,12 +72,17 @@ pub fn point(step: Step) {
     let Ok(fifo) = std::env::var("ROCPROF_ATTACH_FAULT_FIFO") else {
         return;
     };
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
+    // Pause once per run: the first process to reach the step creates the marker file; later
+    // arrivals (the detach agent passes "interrupt" too) go straight on.
+    match std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
         .open(format!("{fifo}.paused"))
     {
-        let _ = writeln!(f, "{} {}", step.name(), std::process::id());
+        Ok(mut f) => {
+            let _ = writeln!(f, "{} {}", step.name(), std::process::id());
+        }
+        Err(_) => return,
     }
     if let Ok(f) = std::fs::File::open(&fifo) {
         let mut line = String::new();
