@@ -494,15 +494,34 @@ pub fn ptrace_error(pid: i32, tid: i32, op: &'static str, e: Errno) -> Error {
             pid,
             what: format!("thread {tid} ({op})"),
         },
-        Errno::ESRCH if !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() => {
-            Error::TargetDied {
-                pid,
-                tid,
-                during: op.to_string(),
-            }
-        }
+        Errno::ESRCH if thread_dead(pid, tid) => Error::TargetDied {
+            pid,
+            tid,
+            during: op.to_string(),
+        },
         e => Error::Sys { op, tid, errno: e },
     }
+}
+
+/// After ESRCH from a request on a thread we had stopped: is the thread gone or dying?
+///
+/// A traced thread killed by SIGKILL stays a zombie (state Z) until its tracer reaps it, so its
+/// /proc directory still exists; it becomes a zombie within microseconds of the kill. Checked for
+/// at most ~100 ms, so a genuine ESRCH on a live thread is still reported as such.
+fn thread_dead(pid: i32, tid: i32) -> bool {
+    for _ in 0..50 {
+        match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) {
+            Err(_) => return true,
+            Ok(s) => {
+                let state = s.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+                if matches!(state, Some("Z") | Some("X") | Some("x")) {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    false
 }
 
 /// Send signal `sig` to thread `tid` of process `pid` (tgkill(2)).

@@ -575,3 +575,126 @@ impl Run {
         (code, out, self.stderr.join("\n"))
     }
 }
+
+// ---------------------------------------------------------------- fault, soak and storm helpers
+
+/// Read `len` bytes at `addr` of `pid` through /proc/PID/mem (independent of the crate's reader).
+pub fn mem_read(pid: i32, addr: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(format!("/proc/{pid}/mem")).expect("open /proc/PID/mem");
+    let mut buf = vec![0u8; len];
+    f.read_exact_at(&mut buf, addr).expect("read /proc/PID/mem");
+    buf
+}
+
+/// Registers of a thread that must be back exactly as they were after an injection.
+pub fn regs_tuple(r: &libc::user_regs_struct) -> Vec<u64> {
+    vec![
+        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
+        r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base, r.gs_base,
+    ]
+}
+
+/// The listener's registers, read with one bounded PTRACE_INTERRUPT once it is back in its
+/// futex wait (state S). Must not be called while another tracer holds the thread.
+pub fn listener_regs(pid: i32, tid: i32) -> Vec<u64> {
+    wait_until(Duration::from_secs(10), || thread_state(pid, tid) == Some('S'));
+    let mut tr = rocprof_attach::ptrace::Tracee::seize(pid, tid).expect("seize listener");
+    tr.interrupt(Duration::from_secs(5)).expect("interrupt listener");
+    let regs = tr.getregs().expect("listener registers");
+    tr.cont(0).expect("resume listener");
+    tr.detach(Duration::from_secs(5)).expect("detach listener");
+    regs_tuple(&regs)
+}
+
+/// TracerPid of thread `tid` of `pid` (0 when nobody traces it).
+pub fn tracer_pid(pid: i32, tid: i32) -> i32 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).expect("status");
+    s.lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .expect("TracerPid")
+        .trim()
+        .parse()
+        .expect("TracerPid number")
+}
+
+/// A numeric kB field (VmRSS, VmHWM, ...) of /proc/PID/status.
+pub fn status_kb(pid: i32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+        .split_whitespace()
+        .next()
+        .expect("value")
+        .parse()
+        .expect("kB number")
+}
+
+/// Number of open file descriptors of `pid`.
+pub fn fd_count(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("fd dir")
+        .count()
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !matches!(
+            s.rsplit(')').next().and_then(|r| r.split_whitespace().next()),
+            Some("Z") | Some("X")
+        ),
+        Err(_) => false,
+    }
+}
+
+/// Everything about a target that an attach or detach must leave exactly as it found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pristine {
+    pub maps: String,
+    pub code: Vec<u8>,
+    pub regs: Vec<u64>,
+    pub sigblk: u64,
+}
+
+impl Pristine {
+    /// Snapshot of `t`: maps, 16 bytes at AT_ENTRY, listener registers and blocked mask.
+    pub fn take(t: &Target) -> Pristine {
+        let l = t.listener();
+        let regs = listener_regs(t.pid, l);
+        Pristine {
+            maps: maps_text(t.pid),
+            code: mem_read(t.pid, at_entry(t.pid), 16),
+            regs,
+            sigblk: status_mask(t.pid, l, "SigBlk:"),
+        }
+    }
+
+    /// Assert `t` is back to this snapshot, and nothing traces it.
+    pub fn assert_same(&self, t: &Target, context: &str) {
+        let l = t.listener();
+        assert_eq!(tracer_pid(t.pid, l), 0, "{context}: listener still traced");
+        assert_eq!(tracer_pid(t.pid, t.pid), 0, "{context}: main thread traced");
+        assert_eq!(
+            mem_read(t.pid, at_entry(t.pid), 16),
+            self.code,
+            "{context}: bytes at the injection site (AT_ENTRY)"
+        );
+        assert_eq!(
+            status_mask(t.pid, l, "SigBlk:"),
+            self.sigblk,
+            "{context}: listener's blocked-signal mask"
+        );
+        assert_eq!(
+            listener_regs(t.pid, l),
+            self.regs,
+            "{context}: listener registers"
+        );
+        let now = maps_text(t.pid);
+        if now != self.maps {
+            eprintln!("{context}: mappings differ");
+            assert_maps_eq(&self.maps, &now);
+        }
+    }
+}
