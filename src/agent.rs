@@ -242,7 +242,8 @@ fn agent_main(target: &Target, job: &Job, timeouts: CallTimeouts, pipe: OwnedFd)
 fn send(file: &mut std::fs::File, outcome: Outcome, err: Option<&Error>) {
     let error = err.map(|e| WireError {
         kind: match e {
-            Error::TargetDied { .. } => "died",
+            // The process vanished between two of our steps (e.g. /proc read after a SIGKILL).
+            Error::TargetDied { .. } | Error::ProcessGone { .. } => "died",
             Error::Timeout { .. } => "timeout",
             Error::PtracePermission { .. } => "permission",
             _ => "other",
@@ -250,6 +251,7 @@ fn send(file: &mut std::fs::File, outcome: Outcome, err: Option<&Error>) {
         .to_string(),
         message: match e {
             Error::TargetDied { during, .. } => during.clone(),
+            Error::ProcessGone { .. } => "an injection sequence".into(),
             Error::Timeout { what, .. } => what.clone(),
             Error::PtracePermission { what, .. } => what.clone(),
             other => other.to_string(),

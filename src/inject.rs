@@ -330,7 +330,12 @@ impl<'t> Injection<'t> {
         }
         let mut first_err = None;
         for (addr, len) in std::mem::take(&mut self.mappings) {
-            if let Err(e) = self.unmap_raw(addr, len) {
+            let unmapped = self.unmap_raw(addr, len);
+            if unmapped.is_ok() {
+                // The agent's buffers are unmapped here, not by `munmap`: same pause point.
+                faults::point(Step::Unmap);
+            }
+            if let Err(e) = unmapped {
                 let dead = matches!(e, Error::TargetDied { .. });
                 first_err.get_or_insert(e);
                 if dead {

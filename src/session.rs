@@ -497,6 +497,14 @@ impl Session {
             self.print_summary(&files);
         }
         if files.is_empty() {
+            if !gone.is_empty() {
+                // Say so: a target that dies before its detach call is the likeliest cause.
+                warn(format!(
+                    "process{} {} exited during the session, before the tool could write its output",
+                    plural(gone.len()),
+                    join(gone)
+                ));
+            }
             return Err(Error::NoOutput(no_output_hint(&self.req, attached)));
         }
         if !gone.is_empty() {
