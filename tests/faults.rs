@@ -141,13 +141,21 @@ impl Pause {
     }
 
     /// Wait (bounded) for a process to pause; returns (step name, pid of the paused process).
-    fn wait_paused(&self) -> (String, i32) {
+    fn wait_paused(&self, context: &str) -> (String, i32) {
         let marker = self.marker();
-        let mut text = String::new();
-        wait_until(Duration::from_secs(20), || {
-            text = std::fs::read_to_string(&marker).unwrap_or_default();
-            text.ends_with('\n')
-        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let text = loop {
+            let text = std::fs::read_to_string(&marker).unwrap_or_default();
+            if text.ends_with('\n') {
+                break text;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{context}: nothing paused within 20 s (is {} built with --features fault-injection?)",
+                common::bin().display()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        };
         let mut it = text.split_whitespace();
         let step = it.next().unwrap().to_string();
         let pid = it.next().unwrap().parse().unwrap();
@@ -194,7 +202,7 @@ fn trial(subject: &mut Option<Subject>, step: Step, action: Action, label: &str)
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut run = session(&s.t, &env);
     let front = run.child.id() as i32;
-    let (name, agent) = pause.wait_paused();
+    let (name, agent) = pause.wait_paused(&context);
     assert_eq!(name, step.name(), "{context}");
     assert_ne!(agent, front, "{context}: the agent pauses, not the front end");
     match action {

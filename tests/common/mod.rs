@@ -94,6 +94,8 @@ pub struct TargetOpts {
     pub signal_workers: bool,
     pub sigtrap_handler: bool,
     pub env: Vec<(String, String)>,
+    /// Run the target as this uid (and gid of the same number); its directory becomes public.
+    pub uid: Option<u32>,
 }
 
 impl Default for TargetOpts {
@@ -107,6 +109,7 @@ impl Default for TargetOpts {
             signal_workers: false,
             sigtrap_handler: false,
             env: Vec::new(),
+            uid: None,
         }
     }
 }
@@ -168,6 +171,13 @@ impl Target {
         }
         for (k, v) in &opts.env {
             cmd.env(k, v);
+        }
+        if let Some(uid) = opts.uid {
+            use std::os::unix::fs::PermissionsExt;
+            use std::os::unix::process::CommandExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+                .expect("chmod target dir");
+            cmd.uid(uid).gid(uid);
         }
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
