@@ -513,7 +513,10 @@ fn thread_dead(pid: i32, tid: i32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) {
             Err(_) => return true,
             Ok(s) => {
-                let state = s.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+                let state = s
+                    .rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next());
                 if matches!(state, Some("Z") | Some("X") | Some("x")) {
                     return true;
                 }
@@ -591,18 +594,33 @@ pub fn pidfd_open(pid: i32) -> Result<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// Reap child `pid` if it has exited (`wait4` with `WNOHANG`): Some((raw wait status, peak RSS
-/// of the child in kB)), or None while it runs. For tests and benchmarks that measure our own
-/// peak memory per run.
-pub fn reap_with_rusage(pid: i32) -> Result<Option<(i32, u64)>> {
+/// What [`reap_with_rusage`] reports about a child that exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChildUsage {
+    /// Raw wait status.
+    pub status: i32,
+    /// Peak RSS of the child in kB.
+    pub maxrss_kb: u64,
+    /// User + system CPU of the child and the children it reaped, in microseconds.
+    pub cpu_us: u64,
+}
+
+/// Reap child `pid` if it has exited (`wait4` with `WNOHANG`); None while it runs. For tests and
+/// benchmarks that measure our own peak memory and CPU per run.
+pub fn reap_with_rusage(pid: i32) -> Result<Option<ChildUsage>> {
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value for the kernel to fill in.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers are valid, exclusively borrowed locals for the duration of the call.
     let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+    let us = |t: libc::timeval| t.tv_sec.max(0) as u64 * 1_000_000 + t.tv_usec.max(0) as u64;
     match r {
         0 => Ok(None),
-        r if r == pid => Ok(Some((status, usage.ru_maxrss.max(0) as u64))),
+        r if r == pid => Ok(Some(ChildUsage {
+            status,
+            maxrss_kb: usage.ru_maxrss.max(0) as u64,
+            cpu_us: us(usage.ru_utime) + us(usage.ru_stime),
+        })),
         _ => Err(Error::Sys {
             op: "wait4",
             tid: pid,

@@ -43,7 +43,11 @@ enum Action {
     KillFrontEnd,
 }
 
-const ACTIONS: [Action; 3] = [Action::KillTarget, Action::TermFrontEnd, Action::KillFrontEnd];
+const ACTIONS: [Action; 3] = [
+    Action::KillTarget,
+    Action::TermFrontEnd,
+    Action::KillFrontEnd,
+];
 
 /// Steps run by the attach agent (everything before the profiling window).
 fn is_attach_step(s: Step) -> bool {
@@ -204,7 +208,10 @@ fn trial(subject: &mut Option<Subject>, step: Step, action: Action, label: &str)
     let front = run.child.id() as i32;
     let (name, agent) = pause.wait_paused(&context);
     assert_eq!(name, step.name(), "{context}");
-    assert_ne!(agent, front, "{context}: the agent pauses, not the front end");
+    assert_ne!(
+        agent, front,
+        "{context}: the agent pauses, not the front end"
+    );
     match action {
         Action::KillTarget => kill(Pid::from_raw(s.t.pid), Signal::SIGKILL).unwrap(),
         Action::TermFrontEnd => run.signal(Signal::SIGTERM),
@@ -235,7 +242,8 @@ fn trial(subject: &mut Option<Subject>, step: Step, action: Action, label: &str)
     let (code, _, stderr) = session(&s.t, &[]).finish();
     assert_eq!(code, 0, "{context}: final clean session: {stderr}");
     assert_eq!(s.new_records(), ["attach=0", "detach=0"], "{context}");
-    s.pristine.assert_same(&s.t, &format!("{context}, after the clean session"));
+    s.pristine
+        .assert_same(&s.t, &format!("{context}, after the clean session"));
 }
 
 fn grid(step: Step) {

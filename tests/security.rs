@@ -110,7 +110,9 @@ fn only_rocp_variables_cross_and_a_secret_never_reaches_the_target() {
     // Not in the target's process environment, nor anywhere in its writable memory; the ROCP*
     // marker, which the stand-in applied with setenv, is: the scan finds what did cross.
     let environ = std::fs::read(format!("/proc/{}/environ", t.pid)).unwrap();
-    assert!(!environ.windows(secret.len()).any(|w| w == secret.as_bytes()));
+    assert!(!environ
+        .windows(secret.len())
+        .any(|w| w == secret.as_bytes()));
     assert!(
         in_target_memory(t.pid, marker.as_bytes()),
         "control: the ROCP* marker is in the target"
@@ -119,7 +121,9 @@ fn only_rocp_variables_cross_and_a_secret_never_reaches_the_target() {
         !in_target_memory(t.pid, secret.as_bytes()),
         "the secret reached the target's memory"
     );
-    assert!(!std::fs::read_to_string(&t.log).unwrap().contains(&common::hex(&secret)));
+    assert!(!std::fs::read_to_string(&t.log)
+        .unwrap()
+        .contains(&common::hex(&secret)));
     t.assert_heartbeat();
 }
 
@@ -193,7 +197,8 @@ fn tool_override_is_ignored_in_secure_execution() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("ignoring the tool library override") && stderr.contains("secure-execution"),
+        stderr.contains("ignoring the tool library override")
+            && stderr.contains("secure-execution"),
         "{stderr}"
     );
     let evil_hex = common::hex(evil.to_str().unwrap());
@@ -204,7 +209,11 @@ fn tool_override_is_ignored_in_secure_execution() {
         "the session went ahead with the automatic choice: {stderr}"
     );
     for r in &recs {
-        assert_ne!(r.get("tool"), evil_hex, "the override reached the target: {r:?}");
+        assert_ne!(
+            r.get("tool"),
+            evil_hex,
+            "the override reached the target: {r:?}"
+        );
         assert!(
             !r.pairs().iter().any(|(_, v)| v.contains("libmine.so")),
             "the override travelled in the environment: {r:?}"
@@ -235,8 +244,15 @@ fn tool_override_is_ignored_in_secure_execution() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "control: {stderr}");
-    assert!(!stderr.contains("ignoring the tool library override"), "{stderr}");
-    assert_eq!(records(&t2)[0].get("tool"), evil_hex, "control: override used");
+    assert!(
+        !stderr.contains("ignoring the tool library override"),
+        "{stderr}"
+    );
+    assert_eq!(
+        records(&t2)[0].get("tool"),
+        evil_hex,
+        "control: override used"
+    );
 }
 
 #[test]

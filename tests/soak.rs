@@ -60,7 +60,8 @@ fn cycle(t: &Target, i: usize, stderr_path: &std::path::Path) -> u64 {
         done = rocprof_attach::ptrace::reap_with_rusage(pid).unwrap();
         done.is_some()
     });
-    let (status, maxrss) = done.unwrap();
+    let usage = done.unwrap();
+    let (status, maxrss) = (usage.status, usage.maxrss_kb);
     let code = if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else {
@@ -135,6 +136,10 @@ fn attach_detach_cycles_leave_the_target_flat() {
     t.assert_heartbeat();
     pristine.assert_same(&t, "after the soak");
     let recs = common::records(&t);
-    assert_eq!(recs.len(), 2 * cycles, "one attach and one detach per cycle");
+    assert_eq!(
+        recs.len(),
+        2 * cycles,
+        "one attach and one detach per cycle"
+    );
     assert!(recs.iter().all(|r| r.get("status") == "0"));
 }

@@ -54,8 +54,18 @@ fn sigusr1_storm_through_a_thousand_attach_detach_cycles() {
         tool: common::tool_lib().to_str().unwrap().as_bytes().to_vec(),
     };
     // Reference cycle (loads the tool), then the snapshot every later state must equal.
-    assert_eq!(agent::run(&attach, &job, CallTimeouts::default()).unwrap().status, Some(0));
-    assert_eq!(agent::run(&detach, &Job::Detach, CallTimeouts::default()).unwrap().status, Some(0));
+    assert_eq!(
+        agent::run(&attach, &job, CallTimeouts::default())
+            .unwrap()
+            .status,
+        Some(0)
+    );
+    assert_eq!(
+        agent::run(&detach, &Job::Detach, CallTimeouts::default())
+            .unwrap()
+            .status,
+        Some(0)
+    );
     let pristine = Pristine::take(&t);
 
     let page = std::fs::File::open(&t.heartbeat).unwrap();
@@ -84,7 +94,14 @@ fn sigusr1_storm_through_a_thousand_attach_detach_cycles() {
                 let deadline = Instant::now() + Duration::from_secs(10);
                 while counter(&page) < base + n {
                     if Instant::now() > deadline {
-                        return Err(format!("signal #{n} (to {}) was never counted", if k < workers.len() { format!("thread {}", workers[k]) } else { "the process".into() }));
+                        return Err(format!(
+                            "signal #{n} (to {}) was never counted",
+                            if k < workers.len() {
+                                format!("thread {}", workers[k])
+                            } else {
+                                "the process".into()
+                            }
+                        ));
                     }
                     std::hint::spin_loop();
                 }
@@ -103,7 +120,11 @@ fn sigusr1_storm_through_a_thousand_attach_detach_cycles() {
         let d = agent::run(&detach, &Job::Detach, CallTimeouts::default())
             .unwrap_or_else(|e| panic!("detach {i}: {e}"));
         assert_eq!(d.status, Some(0), "detach {i}");
-        assert!(!sender.is_finished(), "the sender stopped: {:?}", sender.join());
+        assert!(
+            !sender.is_finished(),
+            "the sender stopped: {:?}",
+            sender.join()
+        );
         // Hold the rate at MIN_RATE_HZ or more (see the module docs).
         wait_until(Duration::from_secs(30), || {
             sent.load(Ordering::Acquire) as f64 >= MIN_RATE_HZ * start.elapsed().as_secs_f64()
@@ -118,7 +139,11 @@ fn sigusr1_storm_through_a_thousand_attach_detach_cycles() {
         "storm: {CYCLES} attach/detach cycles in {elapsed:.2} s, {n} SIGUSR1 at {rate:.0} Hz, {attach_stops} interrupt-stops"
     );
     assert!(rate >= MIN_RATE_HZ, "rate {rate:.0} Hz");
-    assert_eq!(counter(&page), base + n, "every SIGUSR1 counted exactly once");
+    assert_eq!(
+        counter(&page),
+        base + n,
+        "every SIGUSR1 counted exactly once"
+    );
     assert!(t.alive());
     t.assert_heartbeat();
     pristine.assert_same(&t, "after the storm");

@@ -60,7 +60,15 @@ pub fn build(out: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
         .status()
         .expect("run gcc");
     assert!(status.success(), "gcc failed for {out}");
-    std::fs::rename(&tmp, &dest).expect("rename fixture");
+    // Never replace a file another test process already built (and a running target may have
+    // mapped: replacing it would show up as "(deleted)" in that target's maps): link, and keep
+    // the first one if it exists by now.
+    match std::fs::hard_link(&tmp, &dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => panic!("link fixture {}: {e}", dest.display()),
+    }
+    let _ = std::fs::remove_file(&tmp);
     dest
 }
 
@@ -610,9 +618,12 @@ pub fn regs_tuple(r: &libc::user_regs_struct) -> Vec<u64> {
 /// The listener's registers, read with one bounded PTRACE_INTERRUPT once it is back in its
 /// futex wait (state S). Must not be called while another tracer holds the thread.
 pub fn listener_regs(pid: i32, tid: i32) -> Vec<u64> {
-    wait_until(Duration::from_secs(10), || thread_state(pid, tid) == Some('S'));
+    wait_until(Duration::from_secs(10), || {
+        thread_state(pid, tid) == Some('S')
+    });
     let mut tr = rocprof_attach::ptrace::Tracee::seize(pid, tid).expect("seize listener");
-    tr.interrupt(Duration::from_secs(5)).expect("interrupt listener");
+    tr.interrupt(Duration::from_secs(5))
+        .expect("interrupt listener");
     let regs = tr.getregs().expect("listener registers");
     tr.cont(0).expect("resume listener");
     tr.detach(Duration::from_secs(5)).expect("detach listener");
@@ -654,7 +665,9 @@ pub fn fd_count(pid: i32) -> usize {
 pub fn pid_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => !matches!(
-            s.rsplit(')').next().and_then(|r| r.split_whitespace().next()),
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next()),
             Some("Z") | Some("X")
         ),
         Err(_) => false,
