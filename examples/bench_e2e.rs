@@ -118,6 +118,8 @@ fn gdb_call(pid: i32, call: &str) -> f64 {
     ms
 }
 
+// The 10 s session's child is reaped with wait4 (for its rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn main() {
     let runs: usize = std::env::var("BENCH_E2E_RUNS")
         .ok()
