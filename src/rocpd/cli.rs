@@ -116,8 +116,13 @@ fn clap_fail(e: clap::Error, sub: &str) -> ExitCode {
         return ExitCode::Success;
     }
     let text = e.render().to_string();
-    let first = text.lines().next().unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let first: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("Usage:"))
+        .map(str::trim)
+        .collect();
+    let first = first.join(" ");
+    let first = first.strip_prefix("error: ").unwrap_or(&first);
     eprintln!("rocprof-attach: error: {first}; see `rocprof-attach {sub} --help`");
     ExitCode::Usage
 }

@@ -192,3 +192,121 @@ pub fn listing(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// A database with a bit of everything: 2 kernels dispatched 3 times (with counters), HIP and
+/// marker calls (one instant), a copy, an allocation and a free, and scratch memory.
+pub fn full_db(path: &Path, pid: i64, seed: u64) -> PathBuf {
+    let mut w = writer(path, pid, seed);
+    agents(&mut w, (0, 0), (1, 1));
+    w.pmc(&Pmc {
+        id: 9,
+        agent_id: 1,
+        name: "SQ_WAVES".into(),
+        ..Default::default()
+    })
+    .expect("pmc");
+    kernel(&mut w, 1, 10, "void add<float>(float*, int)", 8, 0, 16, 0);
+    kernel(&mut w, 1, 11, "mul(float*, int)", 12, 4, 24, 2048);
+    for i in 1..=3i64 {
+        w.api_call(&ApiCall {
+            kind: "HIP_RUNTIME_API_EXT".into(),
+            operation: "hipLaunchKernel".into(),
+            tid: pid,
+            correlation: Correlation {
+                internal: i,
+                external: 0,
+                ancestor: 0,
+            },
+            start: 1000 * i,
+            end: 1000 * i + 100 * i,
+            ..Default::default()
+        })
+        .expect("api");
+        w.kernel_dispatch(&KernelDispatch {
+            dispatch_id: i,
+            tid: pid,
+            agent_id: 1,
+            kernel_id: if i == 2 { 11 } else { 10 },
+            queue_id: 1,
+            stream_id: 0,
+            correlation: Correlation {
+                internal: i,
+                external: 0,
+                ancestor: 0,
+            },
+            start: 1000 * i + 50,
+            end: 1000 * i + 50 + 10 * i,
+            workgroup: [64, 1, 1],
+            grid: [1024, 1, 1],
+            counters: vec![(9, 2.0), (9, 3.0)],
+            ..Default::default()
+        })
+        .expect("dispatch");
+    }
+    w.api_call(&ApiCall {
+        kind: "MARKER_CORE_API".into(),
+        operation: "roctxMarkA".into(),
+        tid: pid,
+        correlation: Correlation {
+            internal: 4,
+            ..Default::default()
+        },
+        start: 5000,
+        end: 5000,
+        message: Some("checkpoint \"A\"".into()),
+        ..Default::default()
+    })
+    .expect("marker");
+    w.memory_copy(&MemoryCopy {
+        tid: pid,
+        operation: "MEMORY_COPY_HOST_TO_DEVICE".into(),
+        correlation: Correlation {
+            internal: 5,
+            ..Default::default()
+        },
+        start: 6000,
+        end: 6400,
+        src_agent_id: 0,
+        dst_agent_id: 1,
+        size: 4096,
+        ..Default::default()
+    })
+    .expect("copy");
+    for (op, agent, t) in [
+        ("MEMORY_ALLOCATION_ALLOCATE", Some(1), 7000),
+        ("MEMORY_ALLOCATION_FREE", None, 7100),
+    ] {
+        w.memory_allocation(&MemoryAllocation {
+            tid: pid,
+            operation: op.into(),
+            correlation: Correlation {
+                internal: 6,
+                ..Default::default()
+            },
+            start: t,
+            end: t + 20,
+            agent_id: agent,
+            address: 0x7f00_0000_1000,
+            size: 1 << 20,
+            ..Default::default()
+        })
+        .expect("alloc");
+    }
+    w.memory_allocation(&MemoryAllocation {
+        tid: pid,
+        operation: "SCRATCH_MEMORY_ALLOC".into(),
+        correlation: Correlation {
+            internal: 7,
+            ..Default::default()
+        },
+        start: 8000,
+        end: 8300,
+        agent_id: Some(1),
+        size: 65536,
+        queue_id: Some(1),
+        flags: Some(2),
+        ..Default::default()
+    })
+    .expect("scratch");
+    w.finish().expect("finish")
+}
