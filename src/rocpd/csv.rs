@@ -1,38 +1,59 @@
 //! rocpd → rocprofv3 CSV: the same file names, columns, quoting and number formats rocprofv3
 //! writes with `--output-format csv`. Rows come in id order per process (dispatch id, internal
 //! correlation id, copy/allocation id); processes in GUID order.
+//!
+//! Kernel dispatches and counters are converted on a second thread with its own read-only
+//! connection while the main thread converts API calls, copies and allocations.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use super::domain::{lds_block_size, Domain};
 use super::numfmt::{csv_double, hex16, Line};
 use super::output::{OutFile, OutputSet};
 use super::reader::{Dims, Source};
 use super::ConvertOptions;
-use crate::Result;
+use crate::{Error, Result};
 
-/// The CSV files one run may write, lazily created when their first row arrives.
-struct Files<'o> {
-    out: &'o mut OutputSet,
-    name: String,
-    open: HashMap<Domain, OutFile>,
-    order: Vec<Domain>,
+/// CSV files, lazily created when their first row arrives.
+struct Files<'m, 'o> {
+    out: &'m Mutex<&'o mut OutputSet>,
+    name: &'m str,
+    open: [Option<OutFile>; Domain::ALL.len()],
 }
 
-impl Files<'_> {
-    fn get(&mut self, d: Domain) -> Result<&mut OutFile> {
-        match self.open.entry(d) {
-            Entry::Occupied(o) => Ok(o.into_mut()),
-            Entry::Vacant(v) => {
-                let mut f = self
-                    .out
-                    .create(&format!("{}_{}.csv", self.name, d.trace_name()))?;
-                f.write_all(d.csv_header().as_bytes())?;
-                self.order.push(d);
-                Ok(v.insert(f))
-            }
+impl<'m, 'o> Files<'m, 'o> {
+    fn new(out: &'m Mutex<&'o mut OutputSet>, name: &'m str) -> Self {
+        Files {
+            out,
+            name,
+            open: Default::default(),
         }
+    }
+
+    fn get(&mut self, d: Domain) -> Result<&mut OutFile> {
+        let slot = &mut self.open[d as usize];
+        if slot.is_none() {
+            let file_name = format!("{}_{}.csv", self.name, d.trace_name());
+            let mut f = {
+                let mut out = self
+                    .out
+                    .lock()
+                    .map_err(|_| Error::usage("internal error: output set lock poisoned"))?;
+                out.create(&file_name)?
+            };
+            f.write_all(d.csv_header().as_bytes())?;
+            *slot = Some(f);
+        }
+        slot.as_mut()
+            .ok_or_else(|| Error::usage("internal error: CSV file not open"))
+    }
+
+    fn finish(self) -> Result<()> {
+        for f in self.open.into_iter().flatten() {
+            f.finish()?;
+        }
+        Ok(())
     }
 }
 
@@ -44,44 +65,52 @@ pub fn file_names(name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Writes all CSV files for `sources` into `out`.
+/// Writes all CSV files for `sources` into `out`; returns the number of rows written.
 pub fn write(
     sources: &[Source<'_>],
     opts: &ConvertOptions,
     out: &mut OutputSet,
     name: &str,
 ) -> Result<u64> {
-    let mut files = Files {
-        out,
-        name: name.to_owned(),
-        open: HashMap::new(),
-        order: Vec::new(),
-    };
-    let mut line = Line::default();
+    let shared = Mutex::new(out);
+    let mut kfiles = Files::new(&shared, name);
+    let mut afiles = Files::new(&shared, name);
     let mut rows = 0u64;
     for src in sources {
         let dims = src.dims(opts.agent_index)?;
-        rows += kernels(src, &dims, opts, &mut files, &mut line)?;
-        rows += apis(src, &dims, &mut files, &mut line)?;
-        rows += copies(src, &dims, &mut files, &mut line)?;
-        rows += allocations(src, &dims, &mut files, &mut line)?;
-        rows += counters(src, &dims, opts, &mut files, &mut line)?;
+        let second = src.input.reopen()?;
+        let info = src.info.clone();
+        let (k, a) = std::thread::scope(|s| {
+            let kf = &mut kfiles;
+            let dims = &dims;
+            let handle = s.spawn(move || -> Result<u64> {
+                let ksrc = second.source_for(&info)?;
+                let mut line = Line::default();
+                Ok(kernels(&ksrc, dims, opts, kf, &mut line)?
+                    + counters(&ksrc, dims, opts, kf, &mut line)?)
+            });
+            let mut line = Line::default();
+            let a = (|| -> Result<u64> {
+                Ok(apis(src, dims, &mut afiles, &mut line)?
+                    + copies(src, dims, &mut afiles, &mut line)?
+                    + allocations(src, dims, &mut afiles, &mut line)?)
+            })();
+            let k = handle.join().unwrap_or_else(|_| {
+                Err(Error::usage(
+                    "internal error: the kernel converter thread panicked",
+                ))
+            });
+            (k, a)
+        });
+        rows += k? + a?;
     }
-    for d in std::mem::take(&mut files.order) {
-        if let Some(f) = files.open.remove(&d) {
-            f.finish()?;
-        }
-    }
+    kfiles.finish()?;
+    afiles.finish()?;
     Ok(rows)
 }
 
 /// The kernel name as rocprofv3 prints it, honouring `--kernel-rename`.
-pub fn kernel_name<'d>(
-    dims: &'d Dims,
-    kernel_id: i64,
-    region_name_id: Option<i64>,
-    rename: bool,
-) -> &'d str {
+pub fn kernel_name(dims: &Dims, kernel_id: i64, region_name_id: Option<i64>, rename: bool) -> &str {
     if rename {
         let region = dims.string(region_name_id);
         if !region.is_empty() {
@@ -98,7 +127,7 @@ fn kernels(
     src: &Source<'_>,
     dims: &Dims,
     opts: &ConvertOptions,
-    files: &mut Files<'_>,
+    files: &mut Files<'_, '_>,
     line: &mut Line,
 ) -> Result<u64> {
     let mut n = 0;
@@ -146,9 +175,9 @@ fn kernels(
     Ok(n)
 }
 
-fn apis(src: &Source<'_>, dims: &Dims, files: &mut Files<'_>, line: &mut Line) -> Result<u64> {
+fn apis(src: &Source<'_>, dims: &Dims, files: &mut Files<'_, '_>, line: &mut Line) -> Result<u64> {
     let mut n = 0;
-    let mut domains: HashMap<Option<i64>, Option<Domain>> = HashMap::new();
+    let mut domains: super::reader::IdMap<Option<i64>, Option<Domain>> = Default::default();
     src.api_calls(|a| {
         let kind = dims.string(a.category_id);
         let domain = *domains
@@ -176,7 +205,12 @@ fn apis(src: &Source<'_>, dims: &Dims, files: &mut Files<'_>, line: &mut Line) -
     Ok(n)
 }
 
-fn copies(src: &Source<'_>, dims: &Dims, files: &mut Files<'_>, line: &mut Line) -> Result<u64> {
+fn copies(
+    src: &Source<'_>,
+    dims: &Dims,
+    files: &mut Files<'_, '_>,
+    line: &mut Line,
+) -> Result<u64> {
     let mut n = 0;
     src.memory_copies(|m| {
         let kind = match dims.string(m.category_id) {
@@ -204,7 +238,7 @@ fn copies(src: &Source<'_>, dims: &Dims, files: &mut Files<'_>, line: &mut Line)
 fn allocations(
     src: &Source<'_>,
     dims: &Dims,
-    files: &mut Files<'_>,
+    files: &mut Files<'_, '_>,
     line: &mut Line,
 ) -> Result<u64> {
     let mut n = 0;
@@ -260,7 +294,7 @@ fn counters(
     src: &Source<'_>,
     dims: &Dims,
     opts: &ConvertOptions,
-    files: &mut Files<'_>,
+    files: &mut Files<'_, '_>,
     line: &mut Line,
 ) -> Result<u64> {
     let mut n = 0;

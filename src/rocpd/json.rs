@@ -246,6 +246,9 @@ impl Spools<'_> {
     }
 }
 
+/// (category id, name id) → (domain, kind index, operation index), or None for non-API kinds.
+type ApiKindCache = HashMap<(Option<i64>, Option<i64>), Option<(Domain, i64, i64)>>;
+
 /// The name of the JSON output file.
 pub fn file_name(name: &str) -> String {
     format!("{name}_results.json")
@@ -312,7 +315,7 @@ fn process(
         spools.push("kernel_dispatch", &j.take())
     })?;
 
-    let mut cache: HashMap<(Option<i64>, Option<i64>), Option<(Domain, i64, i64)>> = HashMap::new();
+    let mut cache: ApiKindCache = HashMap::new();
     src.api_calls(|a| {
         let entry = *cache.entry((a.category_id, a.name_id)).or_insert_with(|| {
             let kind = dims.string(a.category_id);

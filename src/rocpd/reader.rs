@@ -209,9 +209,35 @@ impl Input {
         })
     }
 
+    /// A second read-only connection to the same file (for converting tables in parallel).
+    pub fn reopen(&self) -> Result<Input> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| read_error(&self.path, e))?;
+        conn.execute_batch("PRAGMA cache_size = -8192; PRAGMA temp_store = FILE;")
+            .map_err(|e| read_error(&self.path, e))?;
+        Ok(Input {
+            path: self.path.clone(),
+            conn,
+            sources: self.sources.clone(),
+        })
+    }
+
     /// The read-only connection.
     pub fn connection(&self) -> &Connection {
         &self.conn
+    }
+
+    /// The source for one process of this database.
+    pub fn source_for<'s>(&'s self, info: &'s SourceInfo) -> Result<Source<'s>> {
+        let tables = table_names(&self.conn).map_err(|e| read_error(&self.path, e))?;
+        Ok(Source {
+            input: self,
+            info,
+            tables,
+        })
     }
 
     /// The processes of this database as iterable sources.
@@ -373,11 +399,11 @@ pub enum NodeValue {
 #[derive(Debug, Default)]
 pub struct Dims {
     /// String table.
-    pub strings: HashMap<i64, String>,
+    pub strings: IdMap<i64, String>,
     /// Agents by id.
-    pub agents: HashMap<i64, AgentInfo>,
+    pub agents: IdMap<i64, AgentInfo>,
     /// Kernel symbols by id.
-    pub symbols: HashMap<i64, SymbolInfo>,
+    pub symbols: IdMap<i64, SymbolInfo>,
     /// Counters by id, plus their ids in ascending order.
     pub pmcs: Vec<(i64, PmcInfo)>,
     /// Code objects: id, agent id, uri, load base/size/delta.
@@ -552,11 +578,20 @@ pub struct CounterRow {
 }
 
 fn opt(r: &Row, i: usize) -> rusqlite::Result<Option<i64>> {
-    r.get::<_, Option<i64>>(i)
+    use rusqlite::types::ValueRef;
+    match r.get_ref(i)? {
+        ValueRef::Integer(v) => Ok(Some(v)),
+        ValueRef::Null => Ok(None),
+        ValueRef::Real(v) => Ok(Some(v as i64)),
+        ValueRef::Text(t) => Ok(std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())),
+        ValueRef::Blob(_) => Ok(None),
+    }
 }
 
 fn int(r: &Row, i: usize) -> rusqlite::Result<i64> {
-    Ok(r.get::<_, Option<i64>>(i)?.unwrap_or(0))
+    Ok(opt(r, i)?.unwrap_or(0))
 }
 
 fn text(r: &Row, i: usize) -> rusqlite::Result<String> {
@@ -629,10 +664,7 @@ impl<'a> Source<'a> {
     /// The quoted physical table name for a base name, if the table exists.
     pub fn table(&self, base: &str) -> Option<String> {
         let name = format!("{base}{}", self.info.suffix);
-        self.tables
-            .iter()
-            .any(|t| *t == name)
-            .then(|| format!("\"{name}\""))
+        self.tables.contains(&name).then(|| format!("\"{name}\""))
     }
 
     fn err(&self) -> impl Fn(rusqlite::Error) -> Error + '_ {
@@ -991,3 +1023,37 @@ impl<'a> Source<'a> {
         })
     }
 }
+
+/// A fast hasher for integer ids (multiplicative, like rustc's FxHash); ids are not
+/// attacker-chosen keys, so SipHash's DoS resistance buys nothing on the per-row lookups.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_i64(&mut self, v: i64) {
+        self.write_u64(v as u64);
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_isize(&mut self, v: isize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// A map keyed by database ids.
+pub type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;

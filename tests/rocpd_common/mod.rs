@@ -105,6 +105,7 @@ pub fn agents(w: &mut Writer, cpu: (i64, i64), gpu: (i64, i64)) {
 }
 
 /// Adds a code object 1 on `agent` and one kernel symbol.
+#[allow(clippy::too_many_arguments)]
 pub fn kernel(
     w: &mut Writer,
     agent: i64,
