@@ -146,6 +146,7 @@ fn check_header(path: &Path) -> Result<()> {
 impl Input {
     /// Opens and validates one database (read-only).
     pub fn open(path: &Path) -> Result<Input> {
+        tune_sqlite();
         check_header(path)?;
         let conn = Connection::open_with_flags(
             path,
@@ -1057,3 +1058,20 @@ impl std::hash::Hasher for IdHasher {
 
 /// A map keyed by database ids.
 pub type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// Turns off SQLite's global memory statistics before the first connection of the process is
+/// opened: they put every SQLite allocation behind one process-wide mutex, which the two
+/// converter threads would otherwise fight over. Later calls (or calls after SQLite was
+/// initialised elsewhere) are no-ops.
+pub fn tune_sqlite() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: sqlite3_config with SQLITE_CONFIG_MEMSTATUS takes one int argument. It is only
+        // permitted before sqlite3_initialize; afterwards it returns SQLITE_MISUSE and changes
+        // nothing. The `Once` keeps it from racing with itself; the converters call it before they
+        // open any connection.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0 as std::os::raw::c_int);
+        }
+    });
+}
