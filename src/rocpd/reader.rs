@@ -1071,7 +1071,10 @@ pub fn tune_sqlite() {
         // nothing. The `Once` keeps it from racing with itself; the converters call it before they
         // open any connection.
         unsafe {
-            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0 as std::os::raw::c_int);
+            rusqlite::ffi::sqlite3_config(
+                rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
+                0 as std::os::raw::c_int,
+            );
         }
     });
 }

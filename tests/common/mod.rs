@@ -1,0 +1,579 @@
+//! Shared test support: build the C stand-ins with gcc and run them as real processes.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Directory of the C sources.
+pub fn fixture_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn hash_files(files: &[&Path], extra: &str) -> String {
+    // FNV-1a over the sources and flags: a changed source gets a fresh build directory.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for f in files {
+        for b in std::fs::read(f)
+            .expect("fixture source")
+            .iter()
+            .chain(extra.as_bytes())
+        {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// Compile with gcc into `target/tmp/fixtures/<hash>/<out>` once; parallel test processes race
+/// safely because each writes a temporary file and renames it into place.
+pub fn build(out: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
+    let src = fixture_src();
+    let paths: Vec<PathBuf> = sources.iter().map(|s| src.join(s)).collect();
+    let mut all: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+    let header = src.join("standin.h");
+    all.push(&header);
+    // Tests get CARGO_TARGET_TMPDIR; examples that include this module fall back to target/tmp.
+    let tmp = option_env!("CARGO_TARGET_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp"));
+    let dir = tmp
+        .join("fixtures")
+        .join(hash_files(&all, &flags.join(" ")));
+    let dest = dir.join(out);
+    if dest.exists() {
+        return dest;
+    }
+    std::fs::create_dir_all(&dir).expect("fixture dir");
+    let tmp = dir.join(format!(".{out}.{}", std::process::id()));
+    let status = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-Wall", "-I"])
+        .arg(&src)
+        .args(flags)
+        .arg("-o")
+        .arg(&tmp)
+        .args(&paths)
+        .arg("-ldl")
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc failed for {out}");
+    std::fs::rename(&tmp, &dest).expect("rename fixture");
+    dest
+}
+
+/// The stand-in `librocprofiler-register.so.0` (with a GNU Build ID).
+pub fn register_lib() -> PathBuf {
+    build(
+        "librocprofiler-register.so.0",
+        &["register_standin.c"],
+        &[
+            "-fPIC",
+            "-shared",
+            "-Wl,--build-id",
+            "-Wl,-soname,librocprofiler-register.so.0",
+        ],
+    )
+}
+
+/// The stand-in multi-threaded target.
+pub fn target_bin() -> PathBuf {
+    build("target", &["target.c"], &[])
+}
+
+/// Options for [`Target::spawn`].
+#[derive(Debug, Clone)]
+pub struct TargetOpts {
+    pub workers: u32,
+    pub attach_enabled: bool,
+    pub register: bool,
+    pub fork_child: bool,
+    pub exec_child: bool,
+    pub signal_workers: bool,
+    pub sigtrap_handler: bool,
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for TargetOpts {
+    fn default() -> Self {
+        TargetOpts {
+            workers: 2,
+            attach_enabled: true,
+            register: true,
+            fork_child: false,
+            exec_child: false,
+            signal_workers: false,
+            sigtrap_handler: false,
+            env: Vec::new(),
+        }
+    }
+}
+
+/// A running stand-in target; killed when dropped.
+pub struct Target {
+    pub child: Child,
+    pub pid: i32,
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+    pub heartbeat: PathBuf,
+    pub fork_child: Option<i32>,
+    pub exec_child: Option<i32>,
+    stdin: Option<ChildStdin>,
+}
+
+/// Layout of the target's heartbeat page (see target.c).
+pub const MAX_WORKERS: usize = 16;
+
+/// A snapshot of the heartbeat page.
+#[derive(Debug, Clone)]
+pub struct Beats {
+    pub sigusr1: u64,
+    pub beats: Vec<u64>,
+    pub max_gap_ns: Vec<u64>,
+    pub tids: Vec<i32>,
+}
+
+impl Target {
+    pub fn spawn(opts: TargetOpts) -> Target {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("standin.log");
+        let heartbeat = dir.path().join("heartbeat");
+        let mut cmd = Command::new(target_bin());
+        cmd.arg("--workers")
+            .arg(opts.workers.to_string())
+            .arg("--heartbeat")
+            .arg(&heartbeat);
+        if !opts.register {
+            cmd.arg("--no-register");
+        }
+        if opts.fork_child {
+            cmd.arg("--fork-child");
+        }
+        if opts.exec_child {
+            cmd.arg("--exec-child");
+        }
+        if opts.signal_workers {
+            cmd.arg("--signal-workers");
+        }
+        if opts.sigtrap_handler {
+            cmd.arg("--sigtrap-handler");
+        }
+        cmd.env("STANDIN_REGISTER_LIB", register_lib())
+            .env("ROCPROF_STANDIN_LOG", &log)
+            .env_remove("ROCP_TOOL_ATTACH");
+        if opts.attach_enabled {
+            cmd.env("ROCP_TOOL_ATTACH", "1");
+        }
+        for (k, v) in &opts.env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().expect("spawn target");
+        let stdout = child.stdout.take().expect("stdout");
+        let stdin = child.stdin.take();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut t = Target {
+            pid: child.id() as i32,
+            child,
+            dir,
+            log,
+            heartbeat,
+            fork_child: None,
+            exec_child: None,
+            stdin,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .expect("target did not print 'ready' within 20 s");
+            let mut parts = line.split_whitespace();
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("ready"), Some(pid), _) if pid.parse::<i32>().ok() == Some(t.pid) => break,
+                (Some("child"), Some("fork"), Some(p)) => t.fork_child = p.parse().ok(),
+                (Some("child"), Some("exec"), Some(p)) => t.exec_child = p.parse().ok(),
+                _ => {}
+            }
+        }
+        if opts.attach_enabled && opts.register {
+            wait_until(Duration::from_secs(20), || listener_tid(t.pid).is_some());
+        }
+        if let Some(c) = t.exec_child {
+            wait_until(Duration::from_secs(20), || listener_tid(c).is_some());
+        }
+        t
+    }
+
+    /// Listener thread id.
+    pub fn listener(&self) -> i32 {
+        listener_tid(self.pid).expect("target has a rocp-bg-attach thread")
+    }
+
+    /// Read the heartbeat page.
+    pub fn beats(&self) -> Beats {
+        let b = std::fs::read(&self.heartbeat).expect("heartbeat page");
+        let u = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        let workers = u(2) as usize;
+        let beats = (0..workers).map(|w| u(4 + w)).collect();
+        let max_gap_ns = (0..workers).map(|w| u(4 + MAX_WORKERS + w)).collect();
+        let tids = (0..workers)
+            .map(|w| u(4 + 3 * MAX_WORKERS + w) as i32)
+            .collect();
+        Beats {
+            sigusr1: u(3),
+            beats,
+            max_gap_ns,
+            tids,
+        }
+    }
+
+    /// Wait (bounded) until every worker has beaten again: the target is alive and running.
+    pub fn assert_heartbeat(&self) {
+        let before = self.beats();
+        wait_until(Duration::from_secs(10), || {
+            let now = self.beats();
+            now.beats.iter().zip(&before.beats).all(|(a, b)| a > b)
+        });
+    }
+
+    /// The stand-in's call log (one line per attach/detach call).
+    pub fn log_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// True while the process is alive (not exited or zombie).
+    pub fn alive(&self) -> bool {
+        match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
+            Ok(s) => !matches!(
+                s.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next()),
+                Some("Z") | Some("X")
+            ),
+            Err(_) => false,
+        }
+    }
+
+    /// Kill with SIGKILL and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Close stdin so the target exits by itself; returns its exit status (bounded wait).
+    pub fn finish(&mut self) -> Option<std::process::ExitStatus> {
+        self.stdin.take();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        for p in [self.fork_child, self.exec_child].into_iter().flatten() {
+            // SAFETY-free: plain kill(2) through nix.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        self.kill();
+    }
+}
+
+/// TID of the `rocp-bg-attach` thread of `pid`, if any.
+pub fn listener_tid(pid: i32) -> Option<i32> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for e in dir.flatten() {
+        let tid: i32 = e.file_name().to_str()?.parse().ok()?;
+        if let Ok(c) = std::fs::read_to_string(e.path().join("comm")) {
+            if c.trim_end() == "rocp-bg-attach" {
+                return Some(tid);
+            }
+        }
+    }
+    None
+}
+
+/// Poll `cond` until true, failing the test after `limit` (test-side waiting only).
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "condition not met within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// State letter of a thread (third field of /proc/PID/task/TID/stat).
+pub fn thread_state(pid: i32, tid: i32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    s.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// Address of a symbol in a library mapped by `pid`, computed from our own ELF parse of the
+/// fixture (independent of the crate's lookup code): base of the first mapping + st_value.
+pub fn maps_text(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps")
+}
+
+/// Program entry point (AT_ENTRY) read directly from /proc/PID/auxv.
+pub fn at_entry(pid: i32) -> u64 {
+    let b = std::fs::read(format!("/proc/{pid}/auxv")).expect("auxv");
+    for c in b.chunks_exact(16) {
+        let t = u64::from_ne_bytes(c[..8].try_into().unwrap());
+        let v = u64::from_ne_bytes(c[8..].try_into().unwrap());
+        if t == 9 {
+            return v;
+        }
+    }
+    panic!("no AT_ENTRY");
+}
+
+/// Address of `sym` in `pid`, computed independently of the crate's lookup: the base of the
+/// file's offset-0 mapping plus the symbol's value from the file's dynamic symbol table.
+pub fn symbol_addr(pid: i32, lib: &Path, sym: &str) -> u64 {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(lib).expect("read library");
+    let file = object::File::parse(&*data).expect("parse ELF");
+    let value = file
+        .dynamic_symbols()
+        .find(|s| s.name().ok() == Some(sym))
+        .unwrap_or_else(|| panic!("{sym} not in {}", lib.display()))
+        .address();
+    let canon = std::fs::canonicalize(lib).unwrap();
+    for line in maps_text(pid).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 6 && Path::new(f[5]) == canon && u64::from_str_radix(f[2], 16).unwrap() == 0 {
+            let start = u64::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap();
+            return start + value;
+        }
+    }
+    panic!("{} not mapped in {pid}", lib.display());
+}
+
+/// Encode an environment buffer by hand (independent oracle of protocol section 5.10).
+pub fn env_buffer(pairs: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = (pairs.len() as u32).to_le_bytes().to_vec();
+    for (k, v) in pairs {
+        b.extend_from_slice(k.as_bytes());
+        b.push(0);
+        b.extend_from_slice(v.as_bytes());
+        b.push(0);
+    }
+    b
+}
+
+/// Hex as the stand-in logs strings.
+pub fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One parsed stand-in log record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub kind: String,
+    pub fields: std::collections::BTreeMap<String, String>,
+}
+
+impl Record {
+    pub fn get(&self, k: &str) -> &str {
+        self.fields.get(k).map(String::as_str).unwrap_or("")
+    }
+    /// Decoded (name, value) pairs of an attach record.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let p = self.get("pairs");
+        if p.is_empty() {
+            return Vec::new();
+        }
+        p.split(',')
+            .map(|kv| {
+                let (k, v) = kv.split_once(':').unwrap();
+                (unhex(k), unhex(v))
+            })
+            .collect()
+    }
+}
+
+pub fn unhex(s: &str) -> String {
+    let bytes: Vec<u8> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect();
+    String::from_utf8(bytes).unwrap()
+}
+
+/// Parse the stand-in's log.
+pub fn records(t: &Target) -> Vec<Record> {
+    t.log_lines()
+        .iter()
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            let kind = it.next().unwrap().to_string();
+            let fields = it
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Record { kind, fields }
+        })
+        .collect()
+}
+
+/// Assert two /proc/PID/maps snapshots are identical, showing only the differing lines.
+pub fn assert_maps_eq(before: &str, after: &str) {
+    let b: Vec<&str> = before.lines().collect();
+    let a: Vec<&str> = after.lines().collect();
+    let gone: Vec<&&str> = b.iter().filter(|l| !a.contains(l)).collect();
+    let new: Vec<&&str> = a.iter().filter(|l| !b.contains(l)).collect();
+    assert!(
+        gone.is_empty() && new.is_empty(),
+        "mappings changed\n  gone: {gone:#?}\n  new: {new:#?}"
+    );
+}
+
+/// A hex mask field (SigBlk, SigCgt, ...) of /proc/PID/task/TID/status.
+pub fn status_mask(pid: i32, tid: i32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).expect("status");
+    let line = s.lines().find(|l| l.starts_with(field)).expect("field");
+    u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+}
+
+/// The minimal stand-in tool library (writes one CSV per session on detach).
+pub fn tool_lib() -> PathBuf {
+    build("libstandin-tool.so", &["tool.c"], &["-fPIC", "-shared"])
+}
+
+/// The `rocprof-attach` binary: cargo's for tests, the release build for examples.
+pub fn bin() -> PathBuf {
+    option_env!("CARGO_BIN_EXE_rocprof-attach")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/rocprof-attach")
+        })
+}
+
+/// A running `rocprof-attach` whose stderr is collected line by line.
+pub struct Run {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    pub stderr: Vec<String>,
+    stdout: Option<std::thread::JoinHandle<String>>,
+}
+
+/// Start the real binary with a clean environment plus `env`.
+pub fn rocprof_attach(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn rocprof-attach");
+    let err = child.stderr.take().unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let stdout = std::thread::spawn(move || std::io::read_to_string(out).unwrap_or_default());
+    Run {
+        child,
+        lines: rx,
+        stderr: Vec::new(),
+        stdout: Some(stdout),
+    }
+}
+
+impl Run {
+    /// Wait (bounded) for a stderr line containing `needle`.
+    pub fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        if self.stderr.iter().any(|l| l.contains(needle)) {
+            return;
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = l.contains(needle);
+                    self.stderr.push(l);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(_) => panic!(
+                    "no stderr line containing {needle:?} within 20 s; got {:#?}",
+                    self.stderr
+                ),
+            }
+        }
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig).unwrap();
+    }
+
+    /// Wait (bounded) for exit; returns (exit code, stdout, all stderr).
+    pub fn finish(mut self) -> (i32, String, String) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "rocprof-attach did not exit within 60 s; stderr so far: {:#?}",
+                    self.stderr
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let out = self.stdout.take().unwrap().join().unwrap();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.stderr.push(l);
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let code = status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+        (code, out, self.stderr.join("\n"))
+    }
+}
