@@ -12,8 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const HDR_API: &str =
-    r#""Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_Timestamp","End_Timestamp""#;
+const HDR_API: &str = r#""Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_Timestamp","End_Timestamp""#;
 const HDR_KERNEL: &str = r#""Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name","Correlation_Id","Start_Timestamp","End_Timestamp","LDS_Block_Size","Scratch_Size","VGPR_Count","Accum_VGPR_Count","SGPR_Count","Workgroup_Size_X","Workgroup_Size_Y","Workgroup_Size_Z","Grid_Size_X","Grid_Size_Y","Grid_Size_Z""#;
 const HDR_COPY: &str = r#""Kind","Direction","Stream_Id","Source_Agent_Id","Destination_Agent_Id","Correlation_Id","Start_Timestamp","End_Timestamp""#;
 const HDR_ALLOC: &str = r#""Kind","Operation","Agent_Id","Allocation_Size","Address","Correlation_Id","Start_Timestamp","End_Timestamp""#;
@@ -67,8 +66,15 @@ fn harness(steps: &[&str]) -> Run {
     }
     let out = child.wait_with_output().expect("harness output");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "harness failed: {:?}\n{stderr}", out.status);
-    let lines = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+    assert!(
+        out.status.success(),
+        "harness failed: {:?}\n{stderr}",
+        out.status
+    );
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
     Run { pid, lines, stderr }
 }
 
@@ -79,9 +85,12 @@ fn env_steps(dir: &Path, services: &[&str], extra: &[&str]) -> Vec<String> {
         v.push("env".to_string());
         v.push(format!("ROCPROF_{s}=1"));
     }
-    for e in [format!("ROCPROF_OUTPUT_PATH={}", dir.display()), "ROCPROF_OUTPUT_FORMAT=csv".to_string()]
-        .into_iter()
-        .chain(extra.iter().map(|s| s.to_string()))
+    for e in [
+        format!("ROCPROF_OUTPUT_PATH={}", dir.display()),
+        "ROCPROF_OUTPUT_FORMAT=csv".to_string(),
+    ]
+    .into_iter()
+    .chain(extra.iter().map(|s| s.to_string()))
     {
         v.push("env".to_string());
         v.push(e);
@@ -91,14 +100,31 @@ fn env_steps(dir: &Path, services: &[&str], extra: &[&str]) -> Vec<String> {
 
 /// Lines the harness printed between its n-th `attach` and the following `detach` (n from 0).
 fn window(run: &Run, n: usize) -> Vec<&str> {
-    let starts: Vec<usize> = run.lines.iter().enumerate().filter(|(_, l)| l.starts_with("attach ")).map(|(i, _)| i).collect();
+    let starts: Vec<usize> = run
+        .lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("attach "))
+        .map(|(i, _)| i)
+        .collect();
     let start = starts[n];
-    let end = run.lines[start..].iter().position(|l| l.starts_with("detach ")).map(|p| start + p).unwrap();
-    run.lines[start + 1..end].iter().map(String::as_str).collect()
+    let end = run.lines[start..]
+        .iter()
+        .position(|l| l.starts_with("detach "))
+        .map(|p| start + p)
+        .unwrap();
+    run.lines[start + 1..end]
+        .iter()
+        .map(String::as_str)
+        .collect()
 }
 
 fn statuses(run: &Run, what: &str) -> Vec<i32> {
-    run.lines.iter().filter_map(|l| l.strip_prefix(what)).map(|s| s.trim().parse().unwrap()).collect()
+    run.lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(what))
+        .map(|s| s.trim().parse().unwrap())
+        .collect()
 }
 
 fn count_by<'a>(lines: impl IntoIterator<Item = &'a str>, prefix: &str) -> BTreeMap<String, usize> {
@@ -130,7 +156,10 @@ fn files(dir: &Path) -> Vec<String> {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname").trim().to_string()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("hostname")
+        .trim()
+        .to_string()
 }
 
 /// Splits a CSV row written by rocprofv3's rules: quoted strings (never containing `"`), bare
@@ -161,7 +190,10 @@ fn cells(row: &str) -> Vec<(String, bool)> {
 /// Reads a CSV file: checks the header line and the byte-level rules, returns the rows.
 fn read_csv(path: &Path, header: &str) -> Vec<Vec<(String, bool)>> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(text.ends_with('\n') && !text.contains('\r'), "rows end with \\n only");
+    assert!(
+        text.ends_with('\n') && !text.contains('\r'),
+        "rows end with \\n only"
+    );
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some(header), "header of {}", path.display());
     let n = header.split(',').count();
@@ -176,7 +208,8 @@ fn read_csv(path: &Path, header: &str) -> Vec<Vec<(String, bool)>> {
 
 fn int(c: &(String, bool)) -> u64 {
     assert!(!c.1, "integers are not quoted: {c:?}");
-    c.0.parse().unwrap_or_else(|_| panic!("not an integer: {c:?}"))
+    c.0.parse()
+        .unwrap_or_else(|_| panic!("not an integer: {c:?}"))
 }
 
 fn text(c: &(String, bool)) -> &str {
@@ -197,7 +230,11 @@ fn c_sources_are_warning_free() {
             .arg(build_parts::demo_src().join(src))
             .output()
             .expect("run gcc");
-        assert!(out.status.success(), "{src}:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{src}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -216,7 +253,10 @@ fn headers_are_rocprofv3_headers() {
         ("memory_allocation_trace.csv", HDR_ALLOC),
     ] {
         let Ok(sample) = std::fs::read_to_string(dir.join(file)) else {
-            eprintln!("reference sample {} not available; skipped", dir.join(file).display());
+            eprintln!(
+                "reference sample {} not available; skipped",
+                dir.join(file).display()
+            );
             continue;
         };
         assert_eq!(sample.lines().next(), Some(header), "{file}");
@@ -232,7 +272,20 @@ fn hip_and_kernel_trace_record_the_calls_made_while_attached() {
         &["HIP_RUNTIME_API_TRACE", "KERNEL_TRACE"],
         &["ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC=1"],
     ));
-    steps.extend(["attach", "work", "3", "thread-work", "2", "detach", "work", "1"].iter().map(|s| s.to_string()));
+    steps.extend(
+        [
+            "attach",
+            "work",
+            "3",
+            "thread-work",
+            "2",
+            "detach",
+            "work",
+            "1",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
     let run = harness(&steps);
     assert_eq!(statuses(&run, "attach "), vec![0]);
@@ -241,13 +294,19 @@ fn hip_and_kernel_trace_record_the_calls_made_while_attached() {
     let prefix = format!("{}/{}", hostname(), run.pid);
     assert_eq!(
         files(out.path()),
-        vec![format!("{prefix}_hip_api_trace.csv"), format!("{prefix}_kernel_trace.csv")],
+        vec![
+            format!("{prefix}_hip_api_trace.csv"),
+            format!("{prefix}_kernel_trace.csv")
+        ],
         "default name %hostname%/%pid%; disabled domains write nothing"
     );
 
     // HIP API: one row per call made while attached, nothing from before or after.
     let attached = window(&run, 0);
-    let api = read_csv(&out.path().join(format!("{prefix}_hip_api_trace.csv")), HDR_API);
+    let api = read_csv(
+        &out.path().join(format!("{prefix}_hip_api_trace.csv")),
+        HDR_API,
+    );
     let want = count_by(attached.iter().copied(), "call ");
     assert_eq!(count_by(api.iter().map(|r| text(&r[1])), ""), want);
     for (f, per) in PER_ITERATION {
@@ -263,17 +322,34 @@ fn hip_and_kernel_trace_record_the_calls_made_while_attached() {
         assert!(corr.insert(int(&r[4])), "correlation ids are unique");
         assert!(int(&r[5]) <= int(&r[6]), "start <= end in {r:?}");
     }
-    assert_eq!(tids.len(), 2, "calls from the main thread and the worker thread");
+    assert_eq!(
+        tids.len(),
+        2,
+        "calls from the main thread and the worker thread"
+    );
     assert!(tids.contains(&main_tid));
     // Per thread the rows are in call order.
     for tid in &tids {
-        let starts: Vec<u64> = api.iter().filter(|r| int(&r[3]) == *tid).map(|r| int(&r[5])).collect();
-        assert!(starts.windows(2).all(|w| w[0] <= w[1]), "rows of a thread are in call order");
+        let starts: Vec<u64> = api
+            .iter()
+            .filter(|r| int(&r[3]) == *tid)
+            .map(|r| int(&r[5]))
+            .collect();
+        assert!(
+            starts.windows(2).all(|w| w[0] <= w[1]),
+            "rows of a thread are in call order"
+        );
     }
 
     // Kernels: one row per launch, name and correlation id of the launching call.
-    let kernels = read_csv(&out.path().join(format!("{prefix}_kernel_trace.csv")), HDR_KERNEL);
-    assert_eq!(count_by(kernels.iter().map(|r| text(&r[7])), ""), count_by(attached.iter().copied(), "kernel "));
+    let kernels = read_csv(
+        &out.path().join(format!("{prefix}_kernel_trace.csv")),
+        HDR_KERNEL,
+    );
+    assert_eq!(
+        count_by(kernels.iter().map(|r| text(&r[7])), ""),
+        count_by(attached.iter().copied(), "kernel ")
+    );
     let launches: BTreeMap<u64, (u64, u64, u64)> = api
         .iter()
         .filter(|r| text(&r[1]) == "demoLaunchKernel")
@@ -289,9 +365,18 @@ fn hip_and_kernel_trace_record_the_calls_made_while_attached() {
         let (tid, launch_start, _) = launches[&int(&r[8])];
         assert_eq!(int(&r[4]), tid, "thread of the launch");
         assert!(dispatch_ids.insert(int(&r[5])));
-        assert_eq!(*kernel_ids.entry(text(&r[7]).to_string()).or_insert(int(&r[6])), int(&r[6]), "one id per kernel");
+        assert_eq!(
+            *kernel_ids
+                .entry(text(&r[7]).to_string())
+                .or_insert(int(&r[6])),
+            int(&r[6]),
+            "one id per kernel"
+        );
         let (start, end) = (int(&r[9]), int(&r[10]));
-        assert!(start <= end && launch_start <= start, "kernel ran after its launch began");
+        assert!(
+            start <= end && launch_start <= start,
+            "kernel ran after its launch began"
+        );
         for c in &r[11..16] {
             assert_eq!(int(c), 0);
         }
@@ -302,14 +387,27 @@ fn hip_and_kernel_trace_record_the_calls_made_while_attached() {
     }
     assert_eq!(kernel_ids.len(), 2);
     let session = format!("/tmp/rocprofv3_attach_{}.session", run.pid);
-    assert!(!Path::new(&session).exists(), "session counter removed at exit");
+    assert!(
+        !Path::new(&session).exists(),
+        "session counter removed at exit"
+    );
 }
 
 #[test]
 fn reattach_writes_numbered_files_and_only_the_second_session() {
     let out = tempfile::tempdir().unwrap();
-    let mut steps = env_steps(out.path(), &["HIP_RUNTIME_API_TRACE", "KERNEL_TRACE"], &["ROCPROF_OUTPUT_FILE_NAME=trace"]);
-    steps.extend(["attach", "work", "2", "detach", "work", "1", "attach", "work", "1", "detach"].iter().map(|s| s.to_string()));
+    let mut steps = env_steps(
+        out.path(),
+        &["HIP_RUNTIME_API_TRACE", "KERNEL_TRACE"],
+        &["ROCPROF_OUTPUT_FILE_NAME=trace"],
+    );
+    steps.extend(
+        [
+            "attach", "work", "2", "detach", "work", "1", "attach", "work", "1", "detach",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
     let run = harness(&steps);
     assert_eq!(statuses(&run, "attach "), vec![0, 0]);
@@ -326,11 +424,23 @@ fn reattach_writes_numbered_files_and_only_the_second_session() {
         ]
     );
     for (n, suffix, iterations) in [(0, "", 2), (1, "_1", 1)] {
-        let api = read_csv(&out.path().join(format!("trace_{p}{suffix}_hip_api_trace.csv")), HDR_API);
+        let api = read_csv(
+            &out.path()
+                .join(format!("trace_{p}{suffix}_hip_api_trace.csv")),
+            HDR_API,
+        );
         let want = count_by(window(&run, n), "call ");
-        assert_eq!(count_by(api.iter().map(|r| text(&r[1])), ""), want, "session {n}");
+        assert_eq!(
+            count_by(api.iter().map(|r| text(&r[1])), ""),
+            want,
+            "session {n}"
+        );
         assert_eq!(want["demoMalloc"], 2 * iterations);
-        let kernels = read_csv(&out.path().join(format!("trace_{p}{suffix}_kernel_trace.csv")), HDR_KERNEL);
+        let kernels = read_csv(
+            &out.path()
+                .join(format!("trace_{p}{suffix}_kernel_trace.csv")),
+            HDR_KERNEL,
+        );
         assert_eq!(kernels.len(), 2 * iterations);
     }
 }
@@ -343,17 +453,30 @@ fn memory_copy_and_allocation_traces() {
         &["MEMORY_COPY_TRACE", "MEMORY_ALLOCATION_TRACE"],
         &["ROCPROF_OUTPUT_FILE_NAME=mem/%pid%"],
     );
-    steps.extend(["attach", "work", "2", "detach"].iter().map(|s| s.to_string()));
+    steps.extend(
+        ["attach", "work", "2", "detach"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
     let run = harness(&steps);
     let p = run.pid;
     assert_eq!(
         files(out.path()),
-        vec![format!("mem/{p}_memory_allocation_trace.csv"), format!("mem/{p}_memory_copy_trace.csv")],
+        vec![
+            format!("mem/{p}_memory_allocation_trace.csv"),
+            format!("mem/{p}_memory_copy_trace.csv")
+        ],
         "no hip/kernel files when those services are off"
     );
-    let copies = read_csv(&out.path().join(format!("mem/{p}_memory_copy_trace.csv")), HDR_COPY);
-    let dirs: Vec<(&str, &str, &str)> = copies.iter().map(|r| (text(&r[1]), text(&r[3]), text(&r[4]))).collect();
+    let copies = read_csv(
+        &out.path().join(format!("mem/{p}_memory_copy_trace.csv")),
+        HDR_COPY,
+    );
+    let dirs: Vec<(&str, &str, &str)> = copies
+        .iter()
+        .map(|r| (text(&r[1]), text(&r[3]), text(&r[4])))
+        .collect();
     let h2d = ("MEMORY_COPY_HOST_TO_DEVICE", "Agent 0", "Agent 1");
     let d2h = ("MEMORY_COPY_DEVICE_TO_HOST", "Agent 1", "Agent 0");
     assert_eq!(dirs, vec![h2d, d2h, h2d, d2h]);
@@ -362,13 +485,23 @@ fn memory_copy_and_allocation_traces() {
         assert_eq!(int(&r[2]), 0);
         assert!(int(&r[6]) <= int(&r[7]));
     }
-    let allocs = read_csv(&out.path().join(format!("mem/{p}_memory_allocation_trace.csv")), HDR_ALLOC);
+    let allocs = read_csv(
+        &out.path()
+            .join(format!("mem/{p}_memory_allocation_trace.csv")),
+        HDR_ALLOC,
+    );
     assert_eq!(allocs.len(), 8, "2 x (2 allocations + 2 frees)");
     let mut live = std::collections::BTreeSet::new();
     for r in &allocs {
         assert_eq!(text(&r[0]), "MEMORY_ALLOCATION");
         let addr = text(&r[4]);
-        assert!(addr.len() == 18 && addr.starts_with("0x") && addr[2..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(
+            addr.len() == 18
+                && addr.starts_with("0x")
+                && addr[2..]
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
         match text(&r[1]) {
             "MEMORY_ALLOCATION_ALLOCATE" => {
                 assert_eq!(text(&r[2]), "Agent 1");
@@ -390,14 +523,28 @@ fn memory_copy_and_allocation_traces() {
 #[test]
 fn non_csv_format_still_writes_csv_with_a_note_and_async_output_completes() {
     let out = tempfile::tempdir().unwrap();
-    let mut steps = env_steps(out.path(), &["HIP_RUNTIME_API_TRACE"], &["ROCPROF_OUTPUT_FORMAT=rocpd"]);
+    let mut steps = env_steps(
+        out.path(),
+        &["HIP_RUNTIME_API_TRACE"],
+        &["ROCPROF_OUTPUT_FORMAT=rocpd"],
+    );
     // No ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC: written on a thread, complete when the process exits.
-    steps.extend(["attach", "work", "1", "detach"].iter().map(|s| s.to_string()));
+    steps.extend(
+        ["attach", "work", "1", "detach"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
     let run = harness(&steps);
-    let notes: Vec<&str> = run.stderr.lines().filter(|l| l.contains("only writes CSV")).collect();
+    let notes: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("only writes CSV"))
+        .collect();
     assert_eq!(notes.len(), 1, "one note: {}", run.stderr);
-    let f = out.path().join(format!("{}/{}_hip_api_trace.csv", hostname(), run.pid));
+    let f = out
+        .path()
+        .join(format!("{}/{}_hip_api_trace.csv", hostname(), run.pid));
     assert_eq!(read_csv(&f, HDR_API).len(), 9);
 }
 
@@ -406,8 +553,16 @@ fn detach_reports_a_failed_write() {
     let out = tempfile::tempdir().unwrap();
     let blocker = out.path().join("not-a-dir");
     std::fs::write(&blocker, b"").unwrap();
-    let mut steps = env_steps(&blocker, &["HIP_RUNTIME_API_TRACE"], &["ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC=1"]);
-    steps.extend(["attach", "work", "1", "detach"].iter().map(|s| s.to_string()));
+    let mut steps = env_steps(
+        &blocker,
+        &["HIP_RUNTIME_API_TRACE"],
+        &["ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC=1"],
+    );
+    steps.extend(
+        ["attach", "work", "1", "detach"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
     let run = harness(&steps);
     assert_eq!(statuses(&run, "attach "), vec![0]);

@@ -56,8 +56,17 @@ fn fnv1a(parts: &[&[u8]]) -> String {
 }
 
 /// Compiles `sources` (plus the headers they use) into `dir/out` unless up to date.
-fn gcc(dir: &Path, out: &str, sources: &[PathBuf], flags: &[&str], libs: &[&str]) -> Result<PathBuf, String> {
-    let headers = [demo_src().join("demo_runtime.h"), fixtures_src().join("standin.h")];
+fn gcc(
+    dir: &Path,
+    out: &str,
+    sources: &[PathBuf],
+    flags: &[&str],
+    libs: &[&str],
+) -> Result<PathBuf, String> {
+    let headers = [
+        demo_src().join("demo_runtime.h"),
+        fixtures_src().join("standin.h"),
+    ];
     let mut inputs: Vec<Vec<u8>> = Vec::new();
     for f in sources.iter().chain(headers.iter()) {
         inputs.push(std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?);
@@ -109,7 +118,12 @@ pub fn build_all(dir: &Path, with_harness: bool) -> Result<Parts, String> {
         dir,
         "librocprofiler-register.so.0",
         &[fixtures_src().join("register_standin.c")],
-        &["-fPIC", "-shared", "-Wl,--build-id", "-Wl,-soname,librocprofiler-register.so.0"],
+        &[
+            "-fPIC",
+            "-shared",
+            "-Wl,--build-id",
+            "-Wl,-soname,librocprofiler-register.so.0",
+        ],
         &[],
     )?;
     // $ORIGIN: the runtime finds the register library next to itself even without LD_LIBRARY_PATH.
@@ -117,16 +131,49 @@ pub fn build_all(dir: &Path, with_harness: bool) -> Result<Parts, String> {
         dir,
         "libdemo-runtime.so",
         &[demo.join("runtime.c")],
-        &["-fPIC", "-shared", "-Wl,-soname,libdemo-runtime.so", "-Wl,-rpath,$ORIGIN"],
+        &[
+            "-fPIC",
+            "-shared",
+            "-Wl,-soname,libdemo-runtime.so",
+            "-Wl,-rpath,$ORIGIN",
+        ],
         &[],
     )?;
-    let tool = gcc(dir, "libdemo-tool.so", &[demo.join("tool.c")], &["-fPIC", "-shared", "-fvisibility=hidden"], &[])?;
+    let tool = gcc(
+        dir,
+        "libdemo-tool.so",
+        &[demo.join("tool.c")],
+        &["-fPIC", "-shared", "-fvisibility=hidden"],
+        &[],
+    )?;
     let dir_arg = format!("-L{}", dir.display());
     let exe_libs = [dir_arg.as_str(), "-ldemo-runtime"];
     // The runtime must exist before linking against it; its hash covers its own sources only, so
     // a changed runtime with the same API does not force a relink (the app loads it at run time).
-    let app = gcc(dir, "demo-app", &[demo.join("app.c")], &["-Wl,-rpath,$ORIGIN"], &exe_libs)?;
-    let harness =
-        if with_harness { Some(gcc(dir, "demo-harness", &[demo.join("harness.c")], &["-Wl,-rpath,$ORIGIN"], &exe_libs)?) } else { None };
-    Ok(Parts { dir: dir.to_path_buf(), register, runtime, tool, app, harness })
+    let app = gcc(
+        dir,
+        "demo-app",
+        &[demo.join("app.c")],
+        &["-Wl,-rpath,$ORIGIN"],
+        &exe_libs,
+    )?;
+    let harness = if with_harness {
+        Some(gcc(
+            dir,
+            "demo-harness",
+            &[demo.join("harness.c")],
+            &["-Wl,-rpath,$ORIGIN"],
+            &exe_libs,
+        )?)
+    } else {
+        None
+    };
+    Ok(Parts {
+        dir: dir.to_path_buf(),
+        register,
+        runtime,
+        tool,
+        app,
+        harness,
+    })
 }
