@@ -140,6 +140,14 @@ pub enum Error {
         /// Description of the stop.
         what: String,
     },
+    /// The injection agent failed in a way not covered above (its message says how).
+    #[error("injection into process {pid} failed: {message}")]
+    Agent {
+        /// Process id.
+        pid: i32,
+        /// What went wrong.
+        message: String,
+    },
     /// This CPU architecture has no injection backend.
     #[error("attaching is not supported on {arch}: rocprof-attach currently supports x86-64 only")]
     UnsupportedArch {
@@ -223,7 +231,9 @@ impl Error {
             Error::Usage(_) => ExitCode::Usage,
             Error::ProcessGone { .. } => ExitCode::NoSuchProcess,
             Error::PtracePermission { .. } => ExitCode::PermissionDenied,
-            Error::ProcRead { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            Error::ProcRead { source, .. }
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
                 ExitCode::PermissionDenied
             }
             Error::NotAttachable { .. } | Error::Symbol(_) | Error::UnsupportedArch { .. } => {
@@ -240,7 +250,10 @@ impl Error {
 
     /// Shorthand for an [`Error::Io`] with context.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 
     /// Shorthand for an [`Error::Usage`].

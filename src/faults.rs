@@ -63,12 +63,20 @@ impl Step {
 #[cfg(feature = "fault-injection")]
 pub fn point(step: Step) {
     use std::io::{BufRead, Write};
-    let Ok(want) = std::env::var("ROCPROF_ATTACH_FAULT_STEP") else { return };
+    let Ok(want) = std::env::var("ROCPROF_ATTACH_FAULT_STEP") else {
+        return;
+    };
     if want != step.name() {
         return;
     }
-    let Ok(fifo) = std::env::var("ROCPROF_ATTACH_FAULT_FIFO") else { return };
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(format!("{fifo}.paused")) {
+    let Ok(fifo) = std::env::var("ROCPROF_ATTACH_FAULT_FIFO") else {
+        return;
+    };
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(format!("{fifo}.paused"))
+    {
         let _ = writeln!(f, "{} {}", step.name(), std::process::id());
     }
     if let Ok(f) = std::fs::File::open(&fifo) {

@@ -20,8 +20,13 @@ pub enum OutputFormat {
 
 impl OutputFormat {
     /// All formats, in rocprofv3's documented order.
-    pub const ALL: [OutputFormat; 5] =
-        [OutputFormat::Csv, OutputFormat::Json, OutputFormat::Pftrace, OutputFormat::Otf2, OutputFormat::Rocpd];
+    pub const ALL: [OutputFormat; 5] = [
+        OutputFormat::Csv,
+        OutputFormat::Json,
+        OutputFormat::Pftrace,
+        OutputFormat::Otf2,
+        OutputFormat::Rocpd,
+    ];
 
     /// The lower-case name used on the command line and in `ROCPROF_OUTPUT_FORMAT`.
     pub fn name(self) -> &'static str {
@@ -50,7 +55,9 @@ impl FromStr for OutputFormat {
             "json" => Ok(OutputFormat::Json),
             "pftrace" => Ok(OutputFormat::Pftrace),
             "otf2" => Ok(OutputFormat::Otf2),
-            other => Err(format!("unknown output format '{other}': choose from csv, json, pftrace, otf2, rocpd")),
+            other => Err(format!(
+                "unknown output format '{other}': choose from csv, json, pftrace, otf2, rocpd"
+            )),
         }
     }
 }

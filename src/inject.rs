@@ -29,7 +29,10 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Timeouts { stop: Duration::from_secs(5), syscall: Duration::from_secs(5) }
+        Timeouts {
+            stop: Duration::from_secs(5),
+            syscall: Duration::from_secs(5),
+        }
     }
 }
 
@@ -38,11 +41,23 @@ impl Default for Timeouts {
 enum State {
     /// Stopped by us, registers may be modified; restore is possible.
     Stopped,
-    /// Running injected code that did not return in time; restore must wait for the trap.
-    InCall(u64),
+    /// Running injected code that did not finish in time; restore must wait for it.
+    Pending(Pending),
     /// Restored and resumed (or the thread died): nothing left to do.
     Done,
 }
+
+/// What a thread that outlived its timeout is still running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    /// An injected call; it ends with a trap at this address.
+    Call(u64),
+    /// An injected syscall issued at this address; it ends at its syscall-exit-stop.
+    Syscall(u64),
+}
+
+/// SIGTRAP's bit in a signal mask.
+const SIGTRAP_BIT: u64 = 1 << (libc::SIGTRAP - 1);
 
 /// One stop of one thread during which we run syscalls and calls. See the module docs.
 pub struct Injection<'t> {
@@ -50,6 +65,11 @@ pub struct Injection<'t> {
     site: u64,
     saved: Regs,
     saved_fp: FpState,
+    saved_sigmask: u64,
+    /// The target catches or ignores SIGTRAP: its disposition must survive our breakpoint.
+    trap_handled: bool,
+    /// The SIGTRAP disposition saved before the first call (kernel `struct sigaction` bytes).
+    saved_trap_action: Option<Vec<u8>>,
     original: Vec<u8>,
     code: CodeWriter,
     mappings: Vec<(u64, u64)>,
@@ -65,10 +85,24 @@ impl<'t> Injection<'t> {
         let (pid, tid) = (tracee.pid(), tracee.tid());
         let saved = tracee.getregs()?;
         let saved_fp = tracee.get_fpstate()?;
+        let saved_sigmask = tracee.get_sigmask()?;
+        let trap_handled = sigtrap_handled(pid)?;
         let code = CodeWriter::new(pid, tid);
         let original = code.read(site, arch::STUB.len())?;
-        let mut inj =
-            Injection { tracee, site, saved, saved_fp, original, code, mappings: Vec::new(), timeouts, state: State::Stopped };
+        let mut inj = Injection {
+            tracee,
+            site,
+            saved,
+            saved_fp,
+            saved_sigmask,
+            trap_handled,
+            saved_trap_action: None,
+            original,
+            code,
+            mappings: Vec::new(),
+            timeouts,
+            state: State::Stopped,
+        };
         if let Err(e) = inj.code.write(site, &arch::STUB) {
             // Nothing changed yet except possibly part of the stub: put everything back.
             let _ = inj.restore();
@@ -93,10 +127,11 @@ impl<'t> Injection<'t> {
         let frame = arch::syscall_frame(&self.saved, self.site, nr, args);
         self.tracee.setregs(&frame).map_err(|e| self.note(e))?;
         let deadline = Some(Instant::now() + self.timeouts.syscall);
+        let at = self.site + arch::SYSCALL_ENTRY;
         let regs = self
             .tracee
-            .run_until_trap(self.site + arch::SYSCALL_TRAP, deadline, "finish an injected system call")
-            .map_err(|e| self.note_running(e, self.site + arch::SYSCALL_TRAP))?;
+            .run_syscall(at, deadline)
+            .map_err(|e| self.note_running(e, Pending::Syscall(at)))?;
         Ok(arch::return_value(&regs))
     }
 
@@ -105,14 +140,8 @@ impl<'t> Injection<'t> {
     pub fn mmap(&mut self, len: u64) -> Result<u64> {
         let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
         let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
-        let raw = self.syscall_raw(arch::SYS_MMAP, [0, len, prot, flags, u64::MAX, 0])?;
-        let mut regs = self.saved;
-        regs.rax = raw;
-        let addr = arch::syscall_result(&regs).map_err(|errno| Error::RemoteSyscall {
-            pid: self.pid(),
-            syscall: "mmap",
-            errno: Errno::from_raw(errno),
-        })?;
+        let addr =
+            self.checked_syscall("mmap", arch::SYS_MMAP, [0, len, prot, flags, u64::MAX, 0])?;
         self.mappings.push((addr, len));
         faults::point(Step::Map);
         Ok(addr)
@@ -121,7 +150,9 @@ impl<'t> Injection<'t> {
     /// Unmap a mapping made by [`Injection::mmap`].
     pub fn munmap(&mut self, addr: u64) -> Result<()> {
         let Some(i) = self.mappings.iter().position(|&(a, _)| a == addr) else {
-            return Err(Error::usage(format!("internal: {addr:#x} was not mapped by this injection")));
+            return Err(Error::usage(format!(
+                "internal: {addr:#x} was not mapped by this injection"
+            )));
         };
         let (_, len) = self.mappings.remove(i);
         self.unmap_raw(addr, len)?;
@@ -130,14 +161,8 @@ impl<'t> Injection<'t> {
     }
 
     fn unmap_raw(&mut self, addr: u64, len: u64) -> Result<()> {
-        let raw = self.syscall_raw(arch::SYS_MUNMAP, [addr, len, 0, 0, 0, 0])?;
-        let mut regs = self.saved;
-        regs.rax = raw;
-        arch::syscall_result(&regs).map(|_| ()).map_err(|errno| Error::RemoteSyscall {
-            pid: self.pid(),
-            syscall: "munmap",
-            errno: Errno::from_raw(errno),
-        })
+        self.checked_syscall("munmap", arch::SYS_MUNMAP, [addr, len, 0, 0, 0, 0])
+            .map(drop)
     }
 
     /// Write `data` at `addr` in the target (normally into a mapping made by [`Injection::mmap`]).
@@ -154,21 +179,32 @@ impl<'t> Injection<'t> {
 
     /// Call `func(args...)` in the target and return the full register set at its return.
     /// `timeout` None waits as long as the thread lives.
-    pub fn call_regs(&mut self, func: u64, args: [u64; 6], timeout: Option<Duration>) -> Result<Regs> {
+    pub fn call_regs(
+        &mut self,
+        func: u64,
+        args: [u64; 6],
+        timeout: Option<Duration>,
+    ) -> Result<Regs> {
         self.ensure_stopped()?;
+        self.save_trap_action()?;
         let frame = arch::call_frame(&self.saved, self.site, func, args);
         self.tracee.setregs(&frame).map_err(|e| self.note(e))?;
-        faults::point(Step::Call);
         let trap = self.site + arch::CALL_TRAP;
         let deadline = timeout.map(|t| Instant::now() + t);
         self.tracee
             .run_until_trap(trap, deadline, "return from the injected call")
-            .map_err(|e| self.note_running(e, trap))
+            .map_err(|e| self.note_running(e, Pending::Call(trap)))
     }
 
     /// Call a function returning C `int` and return its value (low 32 bits of the return register).
-    pub fn call_int(&mut self, func: u64, args: [u64; 6], timeout: Option<Duration>) -> Result<i32> {
-        self.call_regs(func, args, timeout).map(|r| arch::int_result(&r))
+    pub fn call_int(
+        &mut self,
+        func: u64,
+        args: [u64; 6],
+        timeout: Option<Duration>,
+    ) -> Result<i32> {
+        self.call_regs(func, args, timeout)
+            .map(|r| arch::int_result(&r))
     }
 
     /// Place `data` in a fresh mapping and return its address (helper for buffers of a call).
@@ -181,11 +217,64 @@ impl<'t> Injection<'t> {
     /// If a call timed out, keep waiting (without deadline) until it returns, so the thread can
     /// be restored. Used by the agent after it has reported the timeout.
     pub fn wait_for_pending_call(&mut self) -> Result<()> {
-        if let State::InCall(trap) = self.state {
-            self.tracee.wait_trap(trap, None, "return from the injected call").map_err(|e| self.note(e))?;
-            self.state = State::Stopped;
-        }
+        let r = match self.state {
+            State::Pending(Pending::Call(trap)) => self
+                .tracee
+                .wait_trap(trap, None, "return from the injected call")
+                .map(drop),
+            State::Pending(Pending::Syscall(at)) => self.tracee.finish_syscall(at, None).map(drop),
+            _ => return Ok(()),
+        };
+        r.map_err(|e| self.note(e))?;
+        self.state = State::Stopped;
         Ok(())
+    }
+
+    /// Before the first call: if the target catches or ignores SIGTRAP, save that disposition.
+    /// The kernel resets the disposition of a blocked SIGTRAP when our breakpoint fires; it is
+    /// put back when the injection ends. (The listener blocks every signal, so this matters.)
+    fn save_trap_action(&mut self) -> Result<()> {
+        if !self.trap_handled || self.saved_trap_action.is_some() {
+            return Ok(());
+        }
+        let scratch = arch::stack_scratch(&self.saved, arch::KERNEL_SIGACTION_SIZE as u64);
+        let sig = libc::SIGTRAP as u64;
+        self.checked_syscall(
+            "rt_sigaction",
+            arch::SYS_RT_SIGACTION,
+            [sig, 0, scratch, 8, 0, 0],
+        )?;
+        let bytes = self.read(scratch, arch::KERNEL_SIGACTION_SIZE)?;
+        self.saved_trap_action = Some(bytes);
+        Ok(())
+    }
+
+    /// Put back the SIGTRAP disposition saved by `save_trap_action` (the syscall completes at a
+    /// syscall-stop, so no breakpoint fires afterwards to undo it).
+    fn restore_trap_action(&mut self) -> Result<()> {
+        let Some(bytes) = self.saved_trap_action.take() else {
+            return Ok(());
+        };
+        let scratch = arch::stack_scratch(&self.saved, arch::KERNEL_SIGACTION_SIZE as u64);
+        memory::write(self.tracee.pid(), self.tracee.tid(), scratch, &bytes)?;
+        let sig = libc::SIGTRAP as u64;
+        self.checked_syscall(
+            "rt_sigaction",
+            arch::SYS_RT_SIGACTION,
+            [sig, scratch, 0, 8, 0, 0],
+        )
+        .map(drop)
+    }
+
+    fn checked_syscall(&mut self, name: &'static str, nr: u64, args: [u64; 6]) -> Result<u64> {
+        let raw = self.syscall_raw(nr, args)?;
+        let mut regs = self.saved;
+        regs.rax = raw;
+        arch::syscall_result(&regs).map_err(|errno| Error::RemoteSyscall {
+            pid: self.pid(),
+            syscall: name,
+            errno: Errno::from_raw(errno),
+        })
     }
 
     /// End the sequence: unmap leftovers, restore code and registers, resume the thread.
@@ -201,7 +290,7 @@ impl<'t> Injection<'t> {
     fn ensure_stopped(&self) -> Result<()> {
         match self.state {
             State::Stopped => Ok(()),
-            State::InCall(_) => Err(Error::usage("internal: injected call still running")),
+            State::Pending(_) => Err(Error::usage("internal: injected code still running")),
             State::Done => Err(Error::TargetDied {
                 pid: self.tracee.pid(),
                 tid: self.tracee.tid(),
@@ -219,9 +308,9 @@ impl<'t> Injection<'t> {
     }
 
     /// Like `note`, for errors while the thread runs injected code: a timeout leaves it running.
-    fn note_running(&mut self, e: Error, trap: u64) -> Error {
+    fn note_running(&mut self, e: Error, pending: Pending) -> Error {
         if matches!(e, Error::Timeout { .. }) {
-            self.state = State::InCall(trap);
+            self.state = State::Pending(pending);
             return e;
         }
         self.note(e)
@@ -232,9 +321,11 @@ impl<'t> Injection<'t> {
     }
 
     fn restore_inner(&mut self, resume: bool) -> Result<()> {
-        if matches!(self.state, State::InCall(_)) {
-            // Cannot restore under a running call; the caller decides whether to wait.
-            return Err(Error::usage("internal: restore while an injected call is running"));
+        if matches!(self.state, State::Pending(_)) {
+            // Cannot restore under running code; the caller decides whether to wait.
+            return Err(Error::usage(
+                "internal: restore while injected code is running",
+            ));
         }
         if self.state == State::Done {
             return Ok(());
@@ -250,10 +341,14 @@ impl<'t> Injection<'t> {
                 }
             }
         }
+        if let Err(e) = self.restore_trap_action() {
+            first_err.get_or_insert(e);
+        }
         let steps = [
             self.code.write(self.site, &self.original),
-            self.tracee.setregs(&self.saved),
+            self.tracee.setregs(&arch::resume_frame(&self.saved)),
             self.tracee.set_fpstate(&self.saved_fp),
+            self.tracee.set_sigmask(self.saved_sigmask),
         ];
         for r in steps {
             if let Err(e) = r {
@@ -273,11 +368,28 @@ impl<'t> Injection<'t> {
     }
 }
 
+/// True if process `pid` catches or ignores SIGTRAP (SigCgt/SigIgn of /proc/PID/status).
+fn sigtrap_handled(pid: i32) -> Result<bool> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).map_err(|_| Error::ProcessGone { pid })?;
+    let mut handled = false;
+    for line in text.lines() {
+        if let Some(v) = line
+            .strip_prefix("SigCgt:")
+            .or_else(|| line.strip_prefix("SigIgn:"))
+        {
+            let mask = u64::from_str_radix(v.trim(), 16).unwrap_or(0);
+            handled |= mask & SIGTRAP_BIT != 0;
+        }
+    }
+    Ok(handled)
+}
+
 impl Drop for Injection<'_> {
     fn drop(&mut self) {
         // The target's safety comes first: a thread still running injected code would hit the
         // stub's int3 with nobody to catch it, so wait for it before restoring.
-        if matches!(self.state, State::InCall(_)) && self.wait_for_pending_call().is_err() {
+        if matches!(self.state, State::Pending(_)) && self.wait_for_pending_call().is_err() {
             return;
         }
         if self.state == State::Stopped {

@@ -19,12 +19,21 @@ pub fn write(pid: i32, tid: i32, addr: u64, data: &[u8]) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
-    let remote = [RemoteIoVec { base: addr as usize, len: data.len() }];
+    let remote = [RemoteIoVec {
+        base: addr as usize,
+        len: data.len(),
+    }];
     match process_vm_writev(Pid::from_raw(pid), &[IoSlice::new(data)], &remote) {
         Ok(n) if n == data.len() => return Ok(()),
         Ok(_) | Err(Errno::EFAULT) | Err(Errno::EPERM) | Err(Errno::ENOSYS) => {}
         Err(Errno::ESRCH) => return Err(Error::ProcessGone { pid }),
-        Err(e) => return Err(Error::Sys { op: "process_vm_writev", tid, errno: e }),
+        Err(e) => {
+            return Err(Error::Sys {
+                op: "process_vm_writev",
+                tid,
+                errno: e,
+            })
+        }
     }
     let mem = ProcMem::open(pid)?;
     match mem.write(addr, data) {
@@ -39,8 +48,15 @@ pub fn read(pid: i32, tid: i32, addr: u64, len: usize) -> Result<Vec<u8>> {
     if len == 0 {
         return Ok(buf);
     }
-    let remote = [RemoteIoVec { base: addr as usize, len }];
-    match process_vm_readv(Pid::from_raw(pid), &mut [IoSliceMut::new(&mut buf)], &remote) {
+    let remote = [RemoteIoVec {
+        base: addr as usize,
+        len,
+    }];
+    match process_vm_readv(
+        Pid::from_raw(pid),
+        &mut [IoSliceMut::new(&mut buf)],
+        &remote,
+    ) {
         Ok(n) if n == len => return Ok(buf),
         Err(Errno::ESRCH) => return Err(Error::ProcessGone { pid }),
         _ => {}
@@ -76,12 +92,16 @@ impl ProcMem {
 
     /// Read exactly `buf.len()` bytes at `addr`.
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
-        self.file.read_exact_at(buf, addr).map_err(|e| self.err("read", addr, e))
+        self.file
+            .read_exact_at(buf, addr)
+            .map_err(|e| self.err("read", addr, e))
     }
 
     /// Write all of `data` at `addr`.
     pub fn write(&self, addr: u64, data: &[u8]) -> Result<()> {
-        self.file.write_all_at(data, addr).map_err(|e| self.err("write", addr, e))
+        self.file
+            .write_all_at(data, addr)
+            .map_err(|e| self.err("write", addr, e))
     }
 
     fn err(&self, what: &str, addr: u64, e: std::io::Error) -> Error {
@@ -100,7 +120,11 @@ pub struct CodeWriter {
 impl CodeWriter {
     /// Prepare to patch code in `pid`; `tid` must be a stopped tracee for the fallback.
     pub fn new(pid: i32, tid: i32) -> Self {
-        CodeWriter { pid, tid, mem: ProcMem::open(pid).ok() }
+        CodeWriter {
+            pid,
+            tid,
+            mem: ProcMem::open(pid).ok(),
+        }
     }
 
     /// Read `len` bytes of code at `addr`.
@@ -161,8 +185,12 @@ fn poke(pid: i32, tid: i32, addr: u64, data: &[u8]) -> Result<()> {
                 *b = data[(at - addr) as usize];
             }
         }
-        nptrace::write(Pid::from_raw(tid), a as nptrace::AddressType, libc::c_long::from_ne_bytes(word))
-            .map_err(|e| crate::ptrace::ptrace_error(pid, tid, "PTRACE_POKEDATA", e))?;
+        nptrace::write(
+            Pid::from_raw(tid),
+            a as nptrace::AddressType,
+            libc::c_long::from_ne_bytes(word),
+        )
+        .map_err(|e| crate::ptrace::ptrace_error(pid, tid, "PTRACE_POKEDATA", e))?;
         a += WORD;
     }
     Ok(())

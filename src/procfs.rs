@@ -1,10 +1,15 @@
-//! Readers for `/proc/PID/...` (owned by the procfs/elf work; this is the agreed interface).
+//! Readers for `/proc/PID/...`: the "read the remote process without ptrace" layer.
 //!
 //! Every reader tells "process gone" ([`Error::ProcessGone`]) apart from "exists but not readable"
-//! ([`Error::ProcRead`]).
+//! ([`Error::ProcRead`]) through [`classify`]. Nothing here stops, traces or modifies the target.
+//! The parsers are public (`parse_*`) so they can be tested on captured text.
 
 use crate::error::{Error, Result};
-use std::path::{Path, PathBuf};
+use std::collections::{HashSet, VecDeque};
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
 
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +40,18 @@ pub struct Mapping {
     pub deleted: bool,
 }
 
+impl Mapping {
+    /// The (major, minor, inode) triple identifying the mapped file.
+    pub fn file_id(&self) -> (u32, u32, u64) {
+        (self.dev_major, self.dev_minor, self.inode)
+    }
+
+    /// True when `addr` lies inside `[start, end)`.
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+}
+
 /// Selected fields of `/proc/PID/status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
@@ -57,68 +74,516 @@ pub struct Status {
 /// The AT_ENTRY auxv type.
 pub const AT_ENTRY: u64 = 9;
 
+/// The `PF_KTHREAD` bit of the per-task flags (field 9 of `/proc/PID/stat`).
+pub const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Maximum number of symlinks [`resolve_in_root`] follows (the kernel's `MAXSYMLINKS`).
+pub const MAX_SYMLINKS: usize = 40;
+
+const HINT_PERMISSION: &str =
+    "Run rocprof-attach as the target's owner or as root (reading another user's \
+                               /proc files needs CAP_SYS_PTRACE).";
+const HINT_OTHER: &str = "The process may be exiting; retry, and check that /proc is mounted (`mount -t proc proc /proc`).";
+const HINT_MISSING: &str =
+    "The process exists but this /proc entry is missing; the kernel may lack the \
+                            feature (e.g. CONFIG_PROC_CHILDREN) or the thread just exited.";
+
+/// `/proc/PID`.
+pub fn proc_dir(pid: i32) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}"))
+}
+
+/// Error helper used by every reader: ENOENT/ESRCH on a /proc path means the process is gone.
+///
+/// ENOENT on a file below `/proc/PID` while `/proc/PID` itself still exists is reported as
+/// [`Error::ProcRead`] (the entry is missing, not the process).
+pub fn classify(pid: i32, path: &Path, e: io::Error) -> Error {
+    let gone = match e.raw_os_error() {
+        Some(libc::ESRCH) => true,
+        Some(libc::ENOENT) => !proc_dir(pid).exists(),
+        _ => e.kind() == io::ErrorKind::NotFound && !proc_dir(pid).exists(),
+    };
+    if gone {
+        return Error::ProcessGone { pid };
+    }
+    let hint = match e.kind() {
+        io::ErrorKind::PermissionDenied => HINT_PERMISSION,
+        io::ErrorKind::NotFound => HINT_MISSING,
+        _ => HINT_OTHER,
+    };
+    Error::ProcRead {
+        path: path.to_path_buf(),
+        source: e,
+        hint,
+    }
+}
+
+fn parse_error(path: &Path, what: impl Into<String>) -> Error {
+    Error::ProcParse {
+        path: path.to_path_buf(),
+        what: what.into(),
+    }
+}
+
+fn read_bytes(pid: i32, path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| classify(pid, path, e))
+}
+
+fn read_text(pid: i32, path: &Path) -> Result<String> {
+    let bytes = read_bytes(pid, path)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// True for errors that mean "this thread/child vanished while we looked" (skip it).
+fn vanished(e: &Error) -> bool {
+    match e {
+        Error::ProcessGone { .. } => true,
+        Error::ProcRead { source, .. } => {
+            matches!(
+                source.raw_os_error(),
+                Some(libc::ENOENT) | Some(libc::ESRCH)
+            )
+        }
+        _ => false,
+    }
+}
+
+fn numeric_entries(dir: &Path) -> io::Result<Vec<i32>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        if let Some(n) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
 /// Thread ids of a process (`/proc/PID/task`), in directory order.
 pub fn tasks(pid: i32) -> Result<Vec<i32>> {
-    let _ = pid;
-    todo!()
+    let dir = proc_dir(pid).join("task");
+    numeric_entries(&dir).map_err(|e| classify(pid, &dir, e))
 }
 
 /// `comm` of one thread, newline stripped.
 pub fn comm(pid: i32, tid: i32) -> Result<String> {
-    let _ = (pid, tid);
-    todo!()
+    let path = proc_dir(pid).join(format!("task/{tid}/comm"));
+    let text = read_text(pid, &path)?;
+    Ok(text.lines().next().unwrap_or("").to_string())
 }
 
 /// Thread ids whose comm equals `name` exactly. Threads vanishing mid-scan are skipped.
+///
+/// Returns [`Error::ProcessGone`] when the whole process disappeared during the scan and nothing
+/// matched.
 pub fn threads_named(pid: i32, name: &str) -> Result<Vec<i32>> {
-    let _ = (pid, name);
-    todo!()
+    let mut found = Vec::new();
+    for tid in tasks(pid)? {
+        match comm(pid, tid) {
+            Ok(c) if c == name => found.push(tid),
+            Ok(_) => {}
+            Err(e) if vanished(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if found.is_empty() && !proc_dir(pid).exists() {
+        return Err(Error::ProcessGone { pid });
+    }
+    Ok(found)
 }
 
 /// Parsed `/proc/PID/maps`.
 pub fn maps(pid: i32) -> Result<Vec<Mapping>> {
-    let _ = pid;
-    todo!()
+    let path = proc_dir(pid).join("maps");
+    let text = read_text(pid, &path)?;
+    parse_maps(&text, &path)
+}
+
+/// Parse the text of a maps file; `path` is only used in error messages.
+pub fn parse_maps(text: &str, path: &Path) -> Result<Vec<Mapping>> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            parse_maps_line(l).ok_or_else(|| parse_error(path, format!("bad maps line '{l}'")))
+        })
+        .collect()
+}
+
+/// Split off the next whitespace-delimited field, returning (field, rest).
+fn next_field(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start_matches(' ');
+    if s.is_empty() {
+        return None;
+    }
+    match s.find(' ') {
+        Some(i) => Some((&s[..i], &s[i + 1..])),
+        None => Some((s, "")),
+    }
+}
+
+/// Parse one maps line: `start-end perms offset major:minor inode [path]`.
+pub fn parse_maps_line(line: &str) -> Option<Mapping> {
+    let (range, rest) = next_field(line)?;
+    let (perms, rest) = next_field(rest)?;
+    let (offset, rest) = next_field(rest)?;
+    let (dev, rest) = next_field(rest)?;
+    let (inode, rest) = next_field(rest)?;
+    let (start, end) = range.split_once('-')?;
+    let (major, minor) = dev.split_once(':')?;
+    let perms = perms.as_bytes();
+    if perms.len() < 4 {
+        return None;
+    }
+    let (path, deleted) = split_deleted(rest.trim_start_matches(' '));
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        read: perms[0] == b'r',
+        write: perms[1] == b'w',
+        exec: perms[2] == b'x',
+        shared: perms[3] == b's',
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        dev_major: u32::from_str_radix(major, 16).ok()?,
+        dev_minor: u32::from_str_radix(minor, 16).ok()?,
+        inode: inode.parse().ok()?,
+        path,
+        deleted,
+    })
+}
+
+fn split_deleted(path: &str) -> (Option<String>, bool) {
+    if path.is_empty() {
+        return (None, false);
+    }
+    match path.strip_suffix(" (deleted)") {
+        Some(p) => (Some(p.to_string()), true),
+        None => (Some(path.to_string()), false),
+    }
 }
 
 /// Parsed `/proc/PID/auxv` as (type, value) pairs up to AT_NULL.
 pub fn auxv(pid: i32) -> Result<Vec<(u64, u64)>> {
-    let _ = pid;
-    todo!()
+    let path = proc_dir(pid).join("auxv");
+    let bytes = read_bytes(pid, &path)?;
+    Ok(parse_auxv(&bytes))
+}
+
+/// Parse native-endian 16-byte auxv records up to (not including) AT_NULL.
+pub fn parse_auxv(bytes: &[u8]) -> Vec<(u64, u64)> {
+    let word = |b: &[u8]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(b);
+        u64::from_ne_bytes(w)
+    };
+    bytes
+        .chunks_exact(16)
+        .map(|rec| (word(&rec[..8]), word(&rec[8..])))
+        .take_while(|&(t, _)| t != 0)
+        .collect()
 }
 
 /// The program entry point (AT_ENTRY) of a process.
 pub fn at_entry(pid: i32) -> Result<u64> {
-    let _ = pid;
-    todo!()
+    auxv(pid)?
+        .into_iter()
+        .find(|&(t, _)| t == AT_ENTRY)
+        .map(|(_, v)| v)
+        .ok_or_else(|| {
+            parse_error(
+                &proc_dir(pid).join("auxv"),
+                "no AT_ENTRY record (the process may be a zombie or a kernel thread)",
+            )
+        })
 }
 
 /// Parsed `/proc/PID/status`.
 pub fn status(pid: i32) -> Result<Status> {
-    let _ = pid;
-    todo!()
+    let path = proc_dir(pid).join("status");
+    let text = read_text(pid, &path)?;
+    parse_status(&text, &path)
+}
+
+/// Parsed `/proc/PID/task/TID/status` (per-thread state and TracerPid).
+pub fn task_status(pid: i32, tid: i32) -> Result<Status> {
+    let path = proc_dir(pid).join(format!("task/{tid}/status"));
+    let text = read_text(pid, &path)?;
+    parse_status(&text, &path)
+}
+
+/// Parse the text of a status file; `path` is only used in error messages.
+pub fn parse_status(text: &str, path: &Path) -> Result<Status> {
+    let mut st = Status::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match key {
+            "Name" => st.name = value.to_string(),
+            "State" => st.state = value.chars().next().unwrap_or('?'),
+            "Tgid" => st.tgid = parse_num(value, path, key)?,
+            "PPid" => st.ppid = parse_num(value, path, key)?,
+            "TracerPid" => st.tracer_pid = parse_num(value, path, key)?,
+            "Uid" => st.uid = parse_uids(value, path)?,
+            "NSpid" => st.ns_pid = parse_list(value, path, key)?,
+            _ => {}
+        }
+    }
+    if st.state == '\0' {
+        return Err(parse_error(path, "no State: line"));
+    }
+    Ok(st)
+}
+
+fn parse_num<T: std::str::FromStr>(value: &str, path: &Path, key: &str) -> Result<T> {
+    value
+        .parse()
+        .map_err(|_| parse_error(path, format!("bad {key}: value '{value}'")))
+}
+
+fn parse_list<T: std::str::FromStr>(value: &str, path: &Path, key: &str) -> Result<Vec<T>> {
+    value
+        .split_whitespace()
+        .map(|v| parse_num(v, path, key))
+        .collect()
+}
+
+fn parse_uids(value: &str, path: &Path) -> Result<[u32; 4]> {
+    let v: Vec<u32> = parse_list(value, path, "Uid")?;
+    v.try_into()
+        .map_err(|_| parse_error(path, format!("Uid: needs four values, got '{value}'")))
+}
+
+/// Fields of a `stat` line after the `(comm)` field, starting with the state (field 3).
+///
+/// The comm may contain spaces and parentheses, so everything up to the last ')' is skipped.
+pub fn stat_fields_after_comm(text: &str) -> Option<Vec<&str>> {
+    let close = text.rfind(')')?;
+    Some(text[close + 1..].split_whitespace().collect())
+}
+
+fn stat_fields(pid: i32, path: &Path) -> Result<Vec<String>> {
+    let text = read_text(pid, path)?;
+    let fields =
+        stat_fields_after_comm(&text).ok_or_else(|| parse_error(path, "no ')' after comm"))?;
+    if fields.len() < 7 {
+        return Err(parse_error(path, "too few fields"));
+    }
+    Ok(fields.into_iter().map(str::to_string).collect())
 }
 
 /// The state letter of one thread (field 3 of `/proc/PID/task/TID/stat`).
 pub fn task_state(pid: i32, tid: i32) -> Result<char> {
-    let _ = (pid, tid);
-    todo!()
+    let path = proc_dir(pid).join(format!("task/{tid}/stat"));
+    let fields = stat_fields(pid, &path)?;
+    fields[0]
+        .chars()
+        .next()
+        .ok_or_else(|| parse_error(&path, "empty state field"))
+}
+
+/// True for kernel threads (`PF_KTHREAD` in field 9 of `/proc/PID/stat`).
+pub fn is_kernel_thread(pid: i32) -> Result<bool> {
+    let path = proc_dir(pid).join("stat");
+    let fields = stat_fields(pid, &path)?;
+    let flags: u64 = parse_num(&fields[6], &path, "flags")?;
+    Ok(flags & PF_KTHREAD != 0)
 }
 
 /// Direct children of a process: the union of `/proc/PID/task/*/children`.
 pub fn children(pid: i32) -> Result<Vec<i32>> {
-    let _ = pid;
-    todo!()
+    let mut out: Vec<i32> = Vec::new();
+    for tid in tasks(pid)? {
+        let path = proc_dir(pid).join(format!("task/{tid}/children"));
+        let text = match read_text(pid, &path) {
+            Ok(t) => t,
+            Err(e) if vanished(&e) && proc_dir(pid).join(format!("task/{tid}")).exists() => {
+                return Err(e)
+            }
+            Err(e) if vanished(&e) => continue,
+            Err(e) => return Err(e),
+        };
+        for child in parse_list::<i32>(&text, &path, "children")? {
+            if !out.contains(&child) {
+                out.push(child);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Breadth-first snapshot of all descendants of `pid` (root excluded), protocol section 5.11.
+///
+/// Processes that exit during the walk are skipped; processes created later are not included.
+pub fn descendants(pid: i32) -> Result<Vec<i32>> {
+    let mut seen: HashSet<i32> = HashSet::from([pid]);
+    let mut queue: VecDeque<i32> = VecDeque::from([pid]);
+    let mut out = Vec::new();
+    while let Some(p) = queue.pop_front() {
+        let kids = match children(p) {
+            Ok(k) => k,
+            Err(Error::ProcessGone { .. }) if p != pid => continue,
+            Err(e) => return Err(e),
+        };
+        for kid in kids {
+            if seen.insert(kid) {
+                out.push(kid);
+                queue.push_back(kid);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn split_nul(bytes: &[u8]) -> Vec<String> {
+    bytes
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+/// Command-line arguments (`/proc/PID/cmdline`); empty for kernel threads and zombies.
+pub fn cmdline(pid: i32) -> Result<Vec<String>> {
+    let path = proc_dir(pid).join("cmdline");
+    Ok(split_nul(&read_bytes(pid, &path)?))
+}
+
+/// Environment of a process at exec time (`/proc/PID/environ`) as (name, value) pairs, in order.
+///
+/// Entries without '=' are kept with an empty value. Reading another user's environ needs root.
+pub fn environ(pid: i32) -> Result<Vec<(String, String)>> {
+    let path = proc_dir(pid).join("environ");
+    Ok(parse_environ(&read_bytes(pid, &path)?))
+}
+
+/// Parse NUL-separated `NAME=value` entries.
+pub fn parse_environ(bytes: &[u8]) -> Vec<(String, String)> {
+    split_nul(bytes)
+        .into_iter()
+        .map(|e| match e.split_once('=') {
+            Some((n, v)) => (n.to_string(), v.to_string()),
+            None => (e, String::new()),
+        })
+        .collect()
+}
+
+/// All process ids in `/proc`, ascending.
+pub fn list_pids() -> Result<Vec<i32>> {
+    let mut pids =
+        numeric_entries(Path::new("/proc")).map_err(|e| Error::io("listing /proc", e))?;
+    pids.sort_unstable();
+    Ok(pids)
 }
 
 /// `path` as seen inside the target's root: `/proc/PID/root/<path without leading />`.
+///
+/// This does not resolve symlinks inside the target root; use [`resolve_in_root`] for that.
 pub fn in_root(pid: i32, path: &Path) -> PathBuf {
-    let _ = (pid, path);
-    todo!()
+    let rel = path.strip_prefix("/").unwrap_or(path);
+    proc_dir(pid).join("root").join(rel)
 }
 
-/// Error helper used by every reader: ENOENT/ESRCH on a /proc path means the process is gone.
-pub fn classify(pid: i32, path: &Path, e: std::io::Error) -> Error {
-    let _ = (pid, path, e);
-    todo!()
+/// Resolve `path` inside the target's root directory, following symlinks component by component
+/// inside `/proc/PID/root` (never against our own root).
+///
+/// Returns the resolved path as the target sees it, or `None` when some component is absent.
+pub fn resolve_in_root(pid: i32, path: &Path) -> Result<Option<PathBuf>> {
+    let root = proc_dir(pid).join("root");
+    if let Err(e) =
+        std::fs::symlink_metadata(&root).and_then(|_| std::fs::read_dir(&root).map(drop))
+    {
+        return Err(classify(pid, &root, e));
+    }
+    let resolved = resolve_under_root(&root, path).map_err(|(at, e)| classify(pid, &at, e))?;
+    if resolved.is_none() && !proc_dir(pid).exists() {
+        return Err(Error::ProcessGone { pid });
+    }
+    Ok(resolved)
+}
+
+/// [`resolve_in_root`] with an explicit root directory (any directory standing in for `/`).
+///
+/// Absolute link targets restart at `root`; `..` never leaves `root`; at most [`MAX_SYMLINKS`]
+/// links are followed (ELOOP). Relative `path`s are taken relative to `/`. On error, returns the
+/// host path that failed with the error.
+pub fn resolve_under_root(
+    root: &Path,
+    path: &Path,
+) -> std::result::Result<Option<PathBuf>, (PathBuf, io::Error)> {
+    let mut pending: VecDeque<OsString> = components_of(path);
+    let mut resolved: Vec<OsString> = Vec::new();
+    let mut links = 0usize;
+    while let Some(name) = pending.pop_front() {
+        match name.as_bytes() {
+            b"/" => resolved.clear(),
+            b"." => {}
+            b".." => {
+                resolved.pop();
+            }
+            _ => {
+                let host = host_path(root, &resolved).join(&name);
+                let meta = match std::fs::symlink_metadata(&host) {
+                    Ok(m) => m,
+                    Err(e) if is_absent(&e) => return Ok(None),
+                    Err(e) => return Err((host, e)),
+                };
+                if !meta.file_type().is_symlink() {
+                    resolved.push(name);
+                    continue;
+                }
+                links += 1;
+                if links > MAX_SYMLINKS {
+                    return Err((host, io::Error::from_raw_os_error(libc::ELOOP)));
+                }
+                let target = std::fs::read_link(&host).map_err(|e| (host.clone(), e))?;
+                let mut expanded = components_of_link(&target);
+                expanded.extend(pending);
+                pending = expanded;
+            }
+        }
+    }
+    let mut out = PathBuf::from("/");
+    out.extend(resolved);
+    Ok(Some(out))
+}
+
+fn is_absent(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
+}
+
+fn host_path(root: &Path, resolved: &[OsString]) -> PathBuf {
+    let mut p = root.to_path_buf();
+    p.extend(resolved);
+    p
+}
+
+/// Components of a path to resolve from `/`: a leading "/" marker, then the names, `.` and `..`.
+fn components_of(path: &Path) -> VecDeque<OsString> {
+    let mut out = VecDeque::from([OsString::from("/")]);
+    out.extend(link_components(path));
+    out
+}
+
+/// Components of a symlink target: absolute targets start with a "/" marker (restart at root).
+fn components_of_link(target: &Path) -> VecDeque<OsString> {
+    let mut out = VecDeque::new();
+    if target.is_absolute() {
+        out.push_back(OsString::from("/"));
+    }
+    out.extend(link_components(target));
+    out
+}
+
+fn link_components(path: &Path) -> Vec<OsString> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect()
 }

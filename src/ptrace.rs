@@ -32,7 +32,12 @@ pub struct FpState {
 
 impl std::fmt::Debug for FpState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "FpState {{ note: {:#x}, {} bytes }}", self.note, self.data.len())
+        write!(
+            f,
+            "FpState {{ note: {:#x}, {} bytes }}",
+            self.note,
+            self.data.len()
+        )
     }
 }
 
@@ -50,6 +55,8 @@ enum Want {
     Interrupt,
     /// A `SIGTRAP` with the program counter at this address.
     Trap(u64),
+    /// A syscall-stop (entry or exit) of a syscall executed at this program counter.
+    Syscall(u64),
 }
 
 /// Counters of the ptrace stops we observed on this thread (for benchmarks and tests).
@@ -78,14 +85,22 @@ pub struct Tracee {
 }
 
 impl Tracee {
-    /// `PTRACE_SEIZE` thread `tid` of process `pid` without stopping it and without options.
+    /// `PTRACE_SEIZE` thread `tid` of process `pid` without stopping it. The only option is
+    /// `PTRACE_O_TRACESYSGOOD` (never `EXITKILL`).
     pub fn seize(pid: i32, tid: i32) -> Result<Self> {
         arch::ensure_supported()?;
         let timer = WaitTimer::new(tid)?;
-        nptrace::seize(Pid::from_raw(tid), nptrace::Options::empty())
+        // TRACESYSGOOD marks syscall-stops (SIGTRAP|0x80) so they cannot be confused with traps.
+        nptrace::seize(Pid::from_raw(tid), nptrace::Options::PTRACE_O_TRACESYSGOOD)
             .map_err(|e| ptrace_error(pid, tid, "PTRACE_SEIZE", e))?;
-        crate::faults::point(crate::faults::Step::Seize);
-        Ok(Tracee { pid, tid, timer, counts: StopCounts::default(), attached: true, _not_send: PhantomData })
+        Ok(Tracee {
+            pid,
+            tid,
+            timer,
+            counts: StopCounts::default(),
+            attached: true,
+            _not_send: PhantomData,
+        })
     }
 
     /// Process id of the traced thread.
@@ -107,41 +122,139 @@ impl Tracee {
     pub fn interrupt(&mut self, timeout: Duration) -> Result<()> {
         nptrace::interrupt(Pid::from_raw(self.tid))
             .map_err(|e| ptrace_error(self.pid, self.tid, "PTRACE_INTERRUPT", e))?;
-        self.wait(Want::Interrupt, Some(Instant::now() + timeout), "stop (interrupt-stop)")?;
+        self.wait(
+            Want::Interrupt,
+            Some(Instant::now() + timeout),
+            "stop (interrupt-stop)",
+        )?;
         self.counts.interrupts += 1;
         Ok(())
     }
 
     /// Resume the stopped thread and wait until it traps with the program counter at `pc`.
     /// Returns the registers at the trap. `deadline` None waits as long as the thread lives.
-    pub fn run_until_trap(&mut self, pc: u64, deadline: Option<Instant>, what: &str) -> Result<Regs> {
+    pub fn run_until_trap(
+        &mut self,
+        pc: u64,
+        deadline: Option<Instant>,
+        what: &str,
+    ) -> Result<Regs> {
         self.cont(0)?;
-        let regs = self.wait(Want::Trap(pc), deadline, what)?.expect("trap wait returns registers");
+        let regs = self
+            .wait(Want::Trap(pc), deadline, what)?
+            .expect("trap wait returns registers");
         self.counts.traps += 1;
         Ok(regs)
+    }
+
+    /// Run the `syscall` instruction the thread is stopped in front of (registers already set)
+    /// and return the registers at its syscall-exit-stop. No breakpoint and no signal is
+    /// involved, so the thread's signal state is untouched.
+    pub fn run_syscall(&mut self, at: u64, deadline: Option<Instant>) -> Result<Regs> {
+        self.resume(libc::PTRACE_SYSCALL, 0)?;
+        self.finish_syscall(at, deadline)
+    }
+
+    /// Wait for the syscall-exit-stop of the injected syscall at `at` (resuming through its
+    /// syscall-entry-stop). Also used to finish a syscall whose first wait timed out.
+    pub fn finish_syscall(&mut self, at: u64, deadline: Option<Instant>) -> Result<Regs> {
+        let after = at + arch::SYSCALL_LEN;
+        loop {
+            let regs = self
+                .wait(
+                    Want::Syscall(after),
+                    deadline,
+                    "finish an injected system call",
+                )?
+                .expect("syscall wait returns registers");
+            if arch::is_syscall_entry(&regs) {
+                self.resume(libc::PTRACE_SYSCALL, 0)?;
+                continue;
+            }
+            self.counts.traps += 1;
+            return Ok(regs);
+        }
     }
 
     /// Wait again for the trap after [`Tracee::run_until_trap`] timed out (the thread is still
     /// running the injected code).
     pub fn wait_trap(&mut self, pc: u64, deadline: Option<Instant>, what: &str) -> Result<Regs> {
-        let regs = self.wait(Want::Trap(pc), deadline, what)?.expect("trap wait returns registers");
+        let regs = self
+            .wait(Want::Trap(pc), deadline, what)?
+            .expect("trap wait returns registers");
         self.counts.traps += 1;
         Ok(regs)
     }
 
     /// `PTRACE_CONT` with signal `sig` (0 for none). Raw numbers so real-time signals work too.
     pub fn cont(&mut self, sig: i32) -> Result<()> {
-        // SAFETY: PTRACE_CONT takes no pointers; addr is ignored and data is a signal number.
-        let r = unsafe { libc::ptrace(libc::PTRACE_CONT, self.tid, 0usize, sig as usize) };
+        self.resume(libc::PTRACE_CONT, sig)
+    }
+
+    fn resume(&mut self, request: libc::c_uint, sig: i32) -> Result<()> {
+        // SAFETY: PTRACE_CONT/PTRACE_SYSCALL take no pointers; data is a signal number.
+        let r = unsafe { libc::ptrace(request, self.tid, 0usize, sig as usize) };
         if r == -1 {
-            return Err(ptrace_error(self.pid, self.tid, "PTRACE_CONT", Errno::last()));
+            return Err(ptrace_error(
+                self.pid,
+                self.tid,
+                "PTRACE_CONT",
+                Errno::last(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The blocked-signal mask of the stopped thread (PTRACE_GETSIGMASK).
+    pub fn get_sigmask(&self) -> Result<u64> {
+        let mut mask: u64 = 0;
+        // SAFETY: addr is the size of the kernel sigset (8 bytes); data points to a u64 we own.
+        let r = unsafe {
+            libc::ptrace(
+                libc::PTRACE_GETSIGMASK,
+                self.tid,
+                std::mem::size_of::<u64>(),
+                &mut mask as *mut u64,
+            )
+        };
+        if r == -1 {
+            return Err(ptrace_error(
+                self.pid,
+                self.tid,
+                "PTRACE_GETSIGMASK",
+                Errno::last(),
+            ));
+        }
+        Ok(mask)
+    }
+
+    /// Set the blocked-signal mask of the stopped thread (PTRACE_SETSIGMASK).
+    pub fn set_sigmask(&self, mask: u64) -> Result<()> {
+        let mut m = mask;
+        // SAFETY: addr is the size of the kernel sigset (8 bytes); data points to a u64 we own.
+        let r = unsafe {
+            libc::ptrace(
+                libc::PTRACE_SETSIGMASK,
+                self.tid,
+                std::mem::size_of::<u64>(),
+                &mut m as *mut u64,
+            )
+        };
+        if r == -1 {
+            return Err(ptrace_error(
+                self.pid,
+                self.tid,
+                "PTRACE_SETSIGMASK",
+                Errno::last(),
+            ));
         }
         Ok(())
     }
 
     /// General-purpose registers of the stopped thread.
     pub fn getregs(&self) -> Result<Regs> {
-        nptrace::getregs(Pid::from_raw(self.tid)).map_err(|e| ptrace_error(self.pid, self.tid, "PTRACE_GETREGS", e))
+        nptrace::getregs(Pid::from_raw(self.tid))
+            .map_err(|e| ptrace_error(self.pid, self.tid, "PTRACE_GETREGS", e))
     }
 
     /// Set the general-purpose registers of the stopped thread.
@@ -153,13 +266,24 @@ impl Tracee {
     /// Save the FP/SSE/AVX state (PTRACE_GETREGSET NT_X86_XSTATE, falling back to NT_PRFPREG).
     pub fn get_fpstate(&self) -> Result<FpState> {
         let mut last = Errno::EINVAL;
-        for (note, size) in [(arch::NT_X86_XSTATE, arch::XSTATE_MAX), (arch::NT_PRFPREG, 512)] {
+        for (note, size) in [
+            (arch::NT_X86_XSTATE, arch::XSTATE_MAX),
+            (arch::NT_PRFPREG, 512),
+        ] {
             let mut data = vec![0u8; size];
-            let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: data.len() };
+            let mut iov = libc::iovec {
+                iov_base: data.as_mut_ptr().cast(),
+                iov_len: data.len(),
+            };
             // SAFETY: iov points to `data`, which is valid for iov_len bytes for the whole call;
             // the kernel writes at most iov_len bytes and updates iov_len.
             let r = unsafe {
-                libc::ptrace(libc::PTRACE_GETREGSET, self.tid, note as usize, &mut iov as *mut libc::iovec)
+                libc::ptrace(
+                    libc::PTRACE_GETREGSET,
+                    self.tid,
+                    note as usize,
+                    &mut iov as *mut libc::iovec,
+                )
             };
             if r == 0 {
                 data.truncate(iov.iov_len);
@@ -170,19 +294,37 @@ impl Tracee {
                 break;
             }
         }
-        Err(ptrace_error(self.pid, self.tid, "PTRACE_GETREGSET (FP state)", last))
+        Err(ptrace_error(
+            self.pid,
+            self.tid,
+            "PTRACE_GETREGSET (FP state)",
+            last,
+        ))
     }
 
     /// Restore a state saved by [`Tracee::get_fpstate`].
     pub fn set_fpstate(&self, fp: &FpState) -> Result<()> {
         let mut data = fp.data.clone();
-        let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: data.len() };
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr().cast(),
+            iov_len: data.len(),
+        };
         // SAFETY: iov points to `data`, valid for iov_len bytes; the kernel only reads from it.
         let r = unsafe {
-            libc::ptrace(libc::PTRACE_SETREGSET, self.tid, fp.note as usize, &mut iov as *mut libc::iovec)
+            libc::ptrace(
+                libc::PTRACE_SETREGSET,
+                self.tid,
+                fp.note as usize,
+                &mut iov as *mut libc::iovec,
+            )
         };
         if r == -1 {
-            return Err(ptrace_error(self.pid, self.tid, "PTRACE_SETREGSET (FP state)", Errno::last()));
+            return Err(ptrace_error(
+                self.pid,
+                self.tid,
+                "PTRACE_SETREGSET (FP state)",
+                Errno::last(),
+            ));
         }
         Ok(())
     }
@@ -216,7 +358,11 @@ impl Tracee {
             let status = self.wait_raw(deadline, what)?;
             if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
                 self.attached = false;
-                return Err(Error::TargetDied { pid: self.pid, tid: self.tid, during: format!("waiting to {what}") });
+                return Err(Error::TargetDied {
+                    pid: self.pid,
+                    tid: self.tid,
+                    during: format!("waiting to {what}"),
+                });
             }
             if !libc::WIFSTOPPED(status) {
                 continue;
@@ -237,6 +383,21 @@ impl Tracee {
                 }
                 continue;
             }
+            if sig == libc::SIGTRAP | 0x80 {
+                // A syscall-stop: only ever caused by PTRACE_SYSCALL, which we use solely for
+                // our own injected syscall.
+                if let Want::Syscall(pc) = want {
+                    let regs = self.getregs()?;
+                    if arch::pc(&regs) == pc {
+                        return Ok(Some(regs));
+                    }
+                }
+                return Err(Error::UnexpectedStop {
+                    pid: self.pid,
+                    tid: self.tid,
+                    what: "a syscall-stop outside an injected system call".into(),
+                });
+            }
             if sig == libc::SIGTRAP {
                 if let Want::Trap(pc) = want {
                     let regs = self.getregs()?;
@@ -255,7 +416,12 @@ impl Tracee {
         // SAFETY: PTRACE_LISTEN takes no pointers.
         let r = unsafe { libc::ptrace(libc::PTRACE_LISTEN, self.tid, 0usize, 0usize) };
         if r == -1 {
-            return Err(ptrace_error(self.pid, self.tid, "PTRACE_LISTEN", Errno::last()));
+            return Err(ptrace_error(
+                self.pid,
+                self.tid,
+                "PTRACE_LISTEN",
+                Errno::last(),
+            ));
         }
         Ok(())
     }
@@ -291,7 +457,13 @@ impl Tracee {
                         during: format!("waiting to {what}"),
                     });
                 }
-                e => return Err(Error::Sys { op: "waitpid", tid: self.tid, errno: e }),
+                e => {
+                    return Err(Error::Sys {
+                        op: "waitpid",
+                        tid: self.tid,
+                        errno: e,
+                    })
+                }
             }
         }
     }
@@ -318,9 +490,16 @@ impl Drop for Tracee {
 /// Map a failed ptrace request to an error that says what to do.
 pub fn ptrace_error(pid: i32, tid: i32, op: &'static str, e: Errno) -> Error {
     match e {
-        Errno::EPERM => Error::PtracePermission { pid, what: format!("thread {tid} ({op})") },
+        Errno::EPERM => Error::PtracePermission {
+            pid,
+            what: format!("thread {tid} ({op})"),
+        },
         Errno::ESRCH if !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() => {
-            Error::TargetDied { pid, tid, during: op.to_string() }
+            Error::TargetDied {
+                pid,
+                tid,
+                during: op.to_string(),
+            }
         }
         e => Error::Sys { op, tid, errno: e },
     }
@@ -331,9 +510,47 @@ pub fn tgkill(pid: i32, tid: i32, sig: i32) -> Result<()> {
     // SAFETY: tgkill takes three integers and no pointers.
     let r = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, sig) };
     if r == -1 {
-        return Err(Error::Sys { op: "tgkill", tid, errno: Errno::last() });
+        return Err(Error::Sys {
+            op: "tgkill",
+            tid,
+            errno: Errno::last(),
+        });
     }
     Ok(())
+}
+
+/// Fork the injection agent (see [`crate::agent`]).
+///
+/// The child must only run the injection sequence and then call [`exit_now`].
+pub(crate) fn fork_agent() -> Result<nix::unistd::ForkResult> {
+    // SAFETY: the child only runs the injection sequence (plain syscalls and heap allocation,
+    // which glibc makes fork-safe) and then `_exit`s; it never returns into the caller's code,
+    // takes no lock another thread could hold (no logging, no stdio) and never unwinds.
+    unsafe { nix::unistd::fork() }
+        .map_err(|e| Error::io("forking the injection agent", std::io::Error::from(e)))
+}
+
+/// End a forked child at once, without running the parent's atexit handlers or destructors.
+pub(crate) fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns; skipping destructors is exactly what a forked child needs.
+    unsafe { libc::_exit(code) }
+}
+
+/// Block the signals a terminal, a job launcher or a dying parent would send, in this thread.
+pub(crate) fn block_terminal_signals() {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGPIPE,
+        Signal::SIGQUIT,
+        Signal::SIGTSTP,
+    ] {
+        set.add(s);
+    }
+    let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
 }
 
 /// The signal our wait timer uses to interrupt `waitpid`.
@@ -375,7 +592,11 @@ impl WaitTimer {
             sev.sigev_notify_thread_id = libc::gettid();
             let mut id: libc::timer_t = std::ptr::null_mut();
             if libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut id) != 0 {
-                return Err(Error::Sys { op: "timer_create", tid: tid_for_errors, errno: Errno::last() });
+                return Err(Error::Sys {
+                    op: "timer_create",
+                    tid: tid_for_errors,
+                    errno: Errno::last(),
+                });
             }
             Ok(WaitTimer { id })
         }
@@ -383,12 +604,22 @@ impl WaitTimer {
 
     fn set(&self, d: Duration, repeat: Duration) -> Result<()> {
         let spec = libc::itimerspec {
-            it_interval: libc::timespec { tv_sec: 0, tv_nsec: repeat.subsec_nanos() as _ },
-            it_value: libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as _ },
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: repeat.subsec_nanos() as _,
+            },
+            it_value: libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as _,
+            },
         };
         // SAFETY: `spec` is a valid itimerspec; the old-value pointer may be null.
         if unsafe { libc::timer_settime(self.id, 0, &spec, std::ptr::null_mut()) } != 0 {
-            return Err(Error::Sys { op: "timer_settime", tid: 0, errno: Errno::last() });
+            return Err(Error::Sys {
+                op: "timer_settime",
+                tid: 0,
+                errno: Errno::last(),
+            });
         }
         Ok(())
     }

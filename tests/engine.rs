@@ -20,8 +20,8 @@ fn cstr(s: &str) -> Vec<u8> {
 /// segment bases, which ptrace reports identically anyway).
 fn regs_tuple(r: &libc::user_regs_struct) -> Vec<u64> {
     vec![
-        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx, r.rsi, r.rdi,
-        r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base, r.gs_base,
+        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
+        r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base, r.gs_base,
     ]
 }
 
@@ -34,16 +34,22 @@ fn mmap_write_call_munmap() {
     let mut tr = Tracee::seize(t.pid, t.listener()).unwrap();
     let mut inj = Injection::begin(&mut tr, at_entry(t.pid), Timeouts::default()).unwrap();
     let a = inj.mmap(4096).unwrap();
-    assert!(common::maps_text(t.pid).contains(&format!("{a:x}-")), "new mapping visible in maps");
+    assert!(
+        common::maps_text(t.pid).contains(&format!("{a:x}-")),
+        "new mapping visible in maps"
+    );
     inj.write(a, &cstr("abcde")).unwrap();
     inj.write(a + 100, &cstr("xyz")).unwrap();
     assert_eq!(inj.read(a, 6).unwrap(), cstr("abcde"));
     // Two pointer arguments: strlen(a) * 1000 + strlen(b).
-    assert_eq!(inj.call_int(probe, [a, a + 100, 0, 0, 0, 0], CALL).unwrap(), 5003);
+    assert_eq!(
+        inj.call_int(probe, [a, a + 100, 0, 0, 0, 0], CALL).unwrap(),
+        5003
+    );
     inj.munmap(a).unwrap();
     inj.finish().unwrap();
     tr.detach(Duration::from_secs(5)).unwrap();
-    assert_eq!(common::maps_text(t.pid), maps_before);
+    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
     t.assert_heartbeat();
 }
 
@@ -73,7 +79,11 @@ fn int_result_is_read_as_32_bits_and_vector_registers_restored() {
     tr.interrupt(Duration::from_secs(5)).unwrap();
     let fp_after = tr.get_fpstate().unwrap();
     // Bytes 160..416 of the XSAVE/FXSAVE area hold xmm0-xmm15.
-    assert_eq!(&fp_before.bytes()[160..416], &fp_after.bytes()[160..416], "xmm registers restored");
+    assert_eq!(
+        &fp_before.bytes()[160..416],
+        &fp_after.bytes()[160..416],
+        "xmm registers restored"
+    );
     tr.cont(0).unwrap();
     tr.detach(Duration::from_secs(5)).unwrap();
     t.assert_heartbeat();
@@ -94,11 +104,20 @@ fn thousand_calls_leave_maps_and_registers_unchanged() {
     tr.cont(0).unwrap();
     for i in 0..1000u32 {
         let mut inj = Injection::begin(&mut tr, site, Timeouts::default()).unwrap();
-        let a = inj.push_buffer(&cstr(&"a".repeat((i % 7) as usize))).unwrap();
+        let a = inj
+            .push_buffer(&cstr(&"a".repeat((i % 7) as usize)))
+            .unwrap();
         let b = inj.push_buffer(&cstr("bb")).unwrap();
-        assert_eq!(inj.call_int(probe, [a, b, 0, 0, 0, 0], CALL).unwrap(), (i % 7) as i32 * 1000 + 2);
+        assert_eq!(
+            inj.call_int(probe, [a, b, 0, 0, 0, 0], CALL).unwrap(),
+            (i % 7) as i32 * 1000 + 2
+        );
         inj.finish().unwrap();
     }
+    // Let the listener re-enter its futex wait, then compare bit for bit.
+    common::wait_until(Duration::from_secs(5), || {
+        thread_state(t.pid, t.listener()) == Some('S')
+    });
     tr.interrupt(Duration::from_secs(5)).unwrap();
     let regs_after = tr.getregs().unwrap();
     let fp_after = tr.get_fpstate().unwrap();
@@ -109,8 +128,8 @@ fn thousand_calls_leave_maps_and_registers_unchanged() {
     assert_eq!(regs_tuple(&regs_after), regs_tuple(&regs_before));
     assert_eq!(fp_after.bytes(), fp_before.bytes());
     assert_eq!(code_after, code_before, "entry-point bytes restored");
-    assert_eq!(common::maps_text(t.pid), maps_before, "no mapping leaked");
-    // One interrupt-stop per sequence, 5 traps per sequence (2 mmap, 1 call, 2 munmap).
+    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
+    // One interrupt-stop per sequence, 5 completions per sequence (2 mmap, 1 call, 2 munmap).
     assert_eq!(counts.interrupts, 1000 + 2);
     assert_eq!(counts.traps, 5000);
     t.assert_heartbeat();
@@ -118,7 +137,10 @@ fn thousand_calls_leave_maps_and_registers_unchanged() {
 
 #[test]
 fn worker_threads_never_enter_a_ptrace_stop() {
-    let t = Target::spawn(TargetOpts { workers: 4, ..Default::default() });
+    let t = Target::spawn(TargetOpts {
+        workers: 4,
+        ..Default::default()
+    });
     let lib = common::register_lib();
     let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
     let workers = t.beats().tids;
@@ -156,9 +178,15 @@ fn worker_threads_never_enter_a_ptrace_stop() {
     tr.detach(Duration::from_secs(5)).unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (samples, stopped) = sampler.join().unwrap();
-    assert!(listener_stopped_seen, "the sampler method sees a ptrace stop on the listener");
+    assert!(
+        listener_stopped_seen,
+        "the sampler method sees a ptrace stop on the listener"
+    );
     assert!(samples > 100, "sampled worker states {samples} times");
-    assert!(stopped.is_empty(), "worker threads entered a stop: {stopped:?}");
+    assert!(
+        stopped.is_empty(),
+        "worker threads entered a stop: {stopped:?}"
+    );
 }
 
 #[test]
@@ -179,17 +207,26 @@ fn target_killed_during_a_call_gives_an_error_within_a_second() {
     });
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     // Make sure the call is under way (the listener sleeps inside the stand-in).
-    common::wait_until(Duration::from_secs(10), || thread_state(pid, listener) == Some('S'));
+    common::wait_until(Duration::from_secs(10), || {
+        thread_state(pid, listener) == Some('S')
+    });
     let killed_at = Instant::now();
     t.kill();
     let (r, at) = worker.join().unwrap();
     assert!(matches!(r, Err(Error::TargetDied { .. })), "got {r:?}");
-    assert!(at.duration_since(killed_at) < Duration::from_secs(1), "error took {:?}", at.duration_since(killed_at));
+    assert!(
+        at.duration_since(killed_at) < Duration::from_secs(1),
+        "error took {:?}",
+        at.duration_since(killed_at)
+    );
 }
 
 #[test]
 fn signals_sent_during_calls_all_arrive() {
-    let t = Target::spawn(TargetOpts { workers: 2, ..Default::default() });
+    let t = Target::spawn(TargetOpts {
+        workers: 2,
+        ..Default::default()
+    });
     let lib = common::register_lib();
     let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
     let pid = nix::unistd::Pid::from_raw(t.pid);
@@ -220,9 +257,51 @@ fn signal_to_the_traced_thread_is_redelivered() {
     rocprof_attach::ptrace::tgkill(t.pid, listener, libc::SIGUSR1).unwrap();
     inj.finish().unwrap();
     tr.detach(Duration::from_secs(5)).unwrap();
-    let status = std::fs::read_to_string(format!("/proc/{}/task/{listener}/status", t.pid)).unwrap();
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/task/{listener}/status", t.pid)).unwrap();
     let pnd = status.lines().find(|l| l.starts_with("SigPnd:")).unwrap();
     let mask = u64::from_str_radix(pnd.split_whitespace().nth(1).unwrap(), 16).unwrap();
-    assert_ne!(mask & (1 << (libc::SIGUSR1 - 1)), 0, "SIGUSR1 still pending on the listener: {pnd}");
+    assert_ne!(
+        mask & (1 << (libc::SIGUSR1 - 1)),
+        0,
+        "SIGUSR1 still pending on the listener: {pnd}"
+    );
     t.assert_heartbeat();
+}
+
+#[test]
+fn signal_mask_and_sigtrap_disposition_survive_calls() {
+    // Our breakpoint is an int3: the kernel unblocks a blocked SIGTRAP and resets its handler
+    // when it fires. The injector must undo both.
+    for handler in [false, true] {
+        let t = Target::spawn(TargetOpts {
+            sigtrap_handler: handler,
+            ..Default::default()
+        });
+        let lib = common::register_lib();
+        let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
+        let l = t.listener();
+        let blk = common::status_mask(t.pid, l, "SigBlk:");
+        let cgt = common::status_mask(t.pid, l, "SigCgt:");
+        assert_eq!(cgt & (1 << (libc::SIGTRAP - 1)) != 0, handler);
+        let mut tr = Tracee::seize(t.pid, l).unwrap();
+        for _ in 0..3 {
+            let mut inj = Injection::begin(&mut tr, at_entry(t.pid), Timeouts::default()).unwrap();
+            let a = inj.push_buffer(b"q\0").unwrap();
+            assert_eq!(inj.call_int(probe, [a, a, 0, 0, 0, 0], CALL).unwrap(), 1001);
+            inj.finish().unwrap();
+        }
+        tr.detach(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            common::status_mask(t.pid, l, "SigBlk:"),
+            blk,
+            "listener's blocked mask restored"
+        );
+        assert_eq!(
+            common::status_mask(t.pid, l, "SigCgt:"),
+            cgt,
+            "SIGTRAP handler kept (handler={handler})"
+        );
+        t.assert_heartbeat();
+    }
 }

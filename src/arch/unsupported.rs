@@ -4,5 +4,7 @@ use crate::error::{Error, Result};
 
 /// Fails with a clear "not supported" error on this architecture.
 pub fn ensure_supported() -> Result<()> {
-    Err(Error::UnsupportedArch { arch: std::env::consts::ARCH })
+    Err(Error::UnsupportedArch {
+        arch: std::env::consts::ARCH,
+    })
 }

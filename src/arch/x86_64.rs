@@ -7,14 +7,14 @@ pub type Regs = libc::user_regs_struct;
 
 /// Stub written at the injection site (AT_ENTRY): `syscall; int3; call rax; int3`.
 ///
-/// A remote syscall starts at offset [`SYSCALL_ENTRY`] and traps with the program counter at
-/// [`SYSCALL_TRAP`]; a remote call starts at [`CALL_ENTRY`] and traps at [`CALL_TRAP`]. One patch
-/// serves a whole sequence.
+/// A remote syscall starts at offset [`SYSCALL_ENTRY`] and is observed at its syscall-exit-stop
+/// (the `int3` after it is never reached); a remote call starts at [`CALL_ENTRY`] and traps at
+/// [`CALL_TRAP`]. One patch serves a whole sequence.
 pub const STUB: [u8; 6] = [0x0f, 0x05, 0xcc, 0xff, 0xd0, 0xcc];
 /// Offset of `syscall` in [`STUB`].
 pub const SYSCALL_ENTRY: u64 = 0;
-/// Program counter after the `int3` that follows `syscall`.
-pub const SYSCALL_TRAP: u64 = 3;
+/// Length of the `syscall` instruction (the program counter at a syscall-stop is past it).
+pub const SYSCALL_LEN: u64 = 2;
 /// Offset of `call rax` in [`STUB`].
 pub const CALL_ENTRY: u64 = 3;
 /// Program counter after the `int3` that follows `call rax`.
@@ -24,6 +24,10 @@ pub const CALL_TRAP: u64 = 6;
 pub const SYS_MMAP: u64 = libc::SYS_mmap as u64;
 /// `munmap` syscall number.
 pub const SYS_MUNMAP: u64 = libc::SYS_munmap as u64;
+/// `rt_sigaction` syscall number.
+pub const SYS_RT_SIGACTION: u64 = libc::SYS_rt_sigaction as u64;
+/// Size of the kernel's `struct sigaction` on this architecture (handler, flags, restorer, mask).
+pub const KERNEL_SIGACTION_SIZE: usize = 32;
 
 /// ELF note type of the XSAVE area for PTRACE_GETREGSET (x87/SSE/AVX/AVX-512 state).
 pub const NT_X86_XSTATE: libc::c_int = 0x202;
@@ -79,6 +83,43 @@ pub fn call_frame(saved: &Regs, site: u64, func: u64, args: [u64; 6]) -> Regs {
     r.rcx = args[3];
     r.r8 = args[4];
     r.r9 = args[5];
+    r
+}
+
+/// Address of a scratch area of `len` bytes on the thread's stack, below the injected frame
+/// (and so below the red zone): usable while the thread is stopped by us.
+pub fn stack_scratch(saved: &Regs, len: u64) -> u64 {
+    ((saved.rsp.wrapping_sub(RED_ZONE)) & !15).wrapping_sub(256 + len) & !15
+}
+
+/// At a syscall-stop: true for the entry stop (the kernel preloads `rax` with -ENOSYS).
+pub fn is_syscall_entry(regs: &Regs) -> bool {
+    regs.rax as i64 == -(libc::ENOSYS as i64)
+}
+
+/// The registers to resume a restored thread with.
+///
+/// A thread stopped inside an interruptible syscall (the listener's futex wait) has
+/// `orig_rax >= 0` and `rax = -ERESTART*`. The kernel turns that into a restart only on the
+/// signal path, which a resume from a syscall-exit-stop does not take. So the restart is applied
+/// here (back up over `syscall`, reload the number) and `orig_rax` is set to -1 so the kernel
+/// never applies it a second time. The thread re-enters its syscall exactly as it would have.
+pub fn resume_frame(saved: &Regs) -> Regs {
+    const ERESTARTSYS: i64 = 512;
+    const ERESTARTNOINTR: i64 = 513;
+    const ERESTARTNOHAND: i64 = 514;
+    const ERESTART_RESTARTBLOCK: i64 = 516;
+    let mut r = *saved;
+    if (saved.orig_rax as i64) < 0 {
+        return r;
+    }
+    match -(saved.rax as i64) {
+        ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND => r.rax = saved.orig_rax,
+        ERESTART_RESTARTBLOCK => r.rax = libc::SYS_restart_syscall as u64,
+        _ => return r,
+    }
+    r.rip = saved.rip - SYSCALL_LEN;
+    r.orig_rax = u64::MAX;
     r
 }
 

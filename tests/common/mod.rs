@@ -16,7 +16,11 @@ fn hash_files(files: &[&Path], extra: &str) -> String {
     // FNV-1a over the sources and flags: a changed source gets a fresh build directory.
     let mut h: u64 = 0xcbf29ce484222325;
     for f in files {
-        for b in std::fs::read(f).expect("fixture source").iter().chain(extra.as_bytes()) {
+        for b in std::fs::read(f)
+            .expect("fixture source")
+            .iter()
+            .chain(extra.as_bytes())
+        {
             h ^= *b as u64;
             h = h.wrapping_mul(0x100000001b3);
         }
@@ -32,7 +36,13 @@ pub fn build(out: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     let mut all: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
     let header = src.join("standin.h");
     all.push(&header);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures").join(hash_files(&all, &flags.join(" ")));
+    // Tests get CARGO_TARGET_TMPDIR; examples that include this module fall back to target/tmp.
+    let tmp = option_env!("CARGO_TARGET_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp"));
+    let dir = tmp
+        .join("fixtures")
+        .join(hash_files(&all, &flags.join(" ")));
     let dest = dir.join(out);
     if dest.exists() {
         return dest;
@@ -59,7 +69,12 @@ pub fn register_lib() -> PathBuf {
     build(
         "librocprofiler-register.so.0",
         &["register_standin.c"],
-        &["-fPIC", "-shared", "-Wl,--build-id", "-Wl,-soname,librocprofiler-register.so.0"],
+        &[
+            "-fPIC",
+            "-shared",
+            "-Wl,--build-id",
+            "-Wl,-soname,librocprofiler-register.so.0",
+        ],
     )
 }
 
@@ -77,6 +92,7 @@ pub struct TargetOpts {
     pub fork_child: bool,
     pub exec_child: bool,
     pub signal_workers: bool,
+    pub sigtrap_handler: bool,
     pub env: Vec<(String, String)>,
 }
 
@@ -89,6 +105,7 @@ impl Default for TargetOpts {
             fork_child: false,
             exec_child: false,
             signal_workers: false,
+            sigtrap_handler: false,
             env: Vec::new(),
         }
     }
@@ -124,7 +141,10 @@ impl Target {
         let log = dir.path().join("standin.log");
         let heartbeat = dir.path().join("heartbeat");
         let mut cmd = Command::new(target_bin());
-        cmd.arg("--workers").arg(opts.workers.to_string()).arg("--heartbeat").arg(&heartbeat);
+        cmd.arg("--workers")
+            .arg(opts.workers.to_string())
+            .arg("--heartbeat")
+            .arg(&heartbeat);
         if !opts.register {
             cmd.arg("--no-register");
         }
@@ -137,6 +157,9 @@ impl Target {
         if opts.signal_workers {
             cmd.arg("--signal-workers");
         }
+        if opts.sigtrap_handler {
+            cmd.arg("--sigtrap-handler");
+        }
         cmd.env("STANDIN_REGISTER_LIB", register_lib())
             .env("ROCPROF_STANDIN_LOG", &log)
             .env_remove("ROCP_TOOL_ATTACH");
@@ -146,7 +169,9 @@ impl Target {
         for (k, v) in &opts.env {
             cmd.env(k, v);
         }
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let mut child = cmd.spawn().expect("spawn target");
         let stdout = child.stdout.take().expect("stdout");
         let stdin = child.stdin.take();
@@ -171,7 +196,9 @@ impl Target {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).expect("target did not print 'ready' within 20 s");
+            let line = rx
+                .recv_timeout(left)
+                .expect("target did not print 'ready' within 20 s");
             let mut parts = line.split_whitespace();
             match (parts.next(), parts.next(), parts.next()) {
                 (Some("ready"), Some(pid), _) if pid.parse::<i32>().ok() == Some(t.pid) => break,
@@ -179,6 +206,9 @@ impl Target {
                 (Some("child"), Some("exec"), Some(p)) => t.exec_child = p.parse().ok(),
                 _ => {}
             }
+        }
+        if opts.attach_enabled && opts.register {
+            wait_until(Duration::from_secs(20), || listener_tid(t.pid).is_some());
         }
         if let Some(c) = t.exec_child {
             wait_until(Duration::from_secs(20), || listener_tid(c).is_some());
@@ -198,8 +228,15 @@ impl Target {
         let workers = u(2) as usize;
         let beats = (0..workers).map(|w| u(4 + w)).collect();
         let max_gap_ns = (0..workers).map(|w| u(4 + MAX_WORKERS + w)).collect();
-        let tids = (0..workers).map(|w| u(4 + 3 * MAX_WORKERS + w) as i32).collect();
-        Beats { sigusr1: u(3), beats, max_gap_ns, tids }
+        let tids = (0..workers)
+            .map(|w| u(4 + 3 * MAX_WORKERS + w) as i32)
+            .collect();
+        Beats {
+            sigusr1: u(3),
+            beats,
+            max_gap_ns,
+            tids,
+        }
     }
 
     /// Wait (bounded) until every worker has beaten again: the target is alive and running.
@@ -213,13 +250,22 @@ impl Target {
 
     /// The stand-in's call log (one line per attach/detach call).
     pub fn log_lines(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.log).unwrap_or_default().lines().map(str::to_string).collect()
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 
     /// True while the process is alive (not exited or zombie).
     pub fn alive(&self) -> bool {
         match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
-            Ok(s) => !matches!(s.rsplit(')').next().and_then(|r| r.split_whitespace().next()), Some("Z") | Some("X")),
+            Ok(s) => !matches!(
+                s.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next()),
+                Some("Z") | Some("X")
+            ),
             Err(_) => false,
         }
     }
@@ -248,7 +294,10 @@ impl Drop for Target {
     fn drop(&mut self) {
         for p in [self.fork_child, self.exec_child].into_iter().flatten() {
             // SAFETY-free: plain kill(2) through nix.
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
         self.kill();
     }
@@ -272,7 +321,10 @@ pub fn listener_tid(pid: i32) -> Option<i32> {
 pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !cond() {
-        assert!(Instant::now() < deadline, "condition not met within {limit:?}");
+        assert!(
+            Instant::now() < deadline,
+            "condition not met within {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
 }
@@ -280,7 +332,12 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) {
 /// State letter of a thread (third field of /proc/PID/task/TID/stat).
 pub fn thread_state(pid: i32, tid: i32) -> Option<char> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    s.rsplit(')').next()?.split_whitespace().next()?.chars().next()
+    s.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
 }
 
 /// Address of a symbol in a library mapped by `pid`, computed from our own ELF parse of the
@@ -322,4 +379,90 @@ pub fn symbol_addr(pid: i32, lib: &Path, sym: &str) -> u64 {
         }
     }
     panic!("{} not mapped in {pid}", lib.display());
+}
+
+/// Encode an environment buffer by hand (independent oracle of protocol section 5.10).
+pub fn env_buffer(pairs: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = (pairs.len() as u32).to_le_bytes().to_vec();
+    for (k, v) in pairs {
+        b.extend_from_slice(k.as_bytes());
+        b.push(0);
+        b.extend_from_slice(v.as_bytes());
+        b.push(0);
+    }
+    b
+}
+
+/// Hex as the stand-in logs strings.
+pub fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One parsed stand-in log record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub kind: String,
+    pub fields: std::collections::BTreeMap<String, String>,
+}
+
+impl Record {
+    pub fn get(&self, k: &str) -> &str {
+        self.fields.get(k).map(String::as_str).unwrap_or("")
+    }
+    /// Decoded (name, value) pairs of an attach record.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let p = self.get("pairs");
+        if p.is_empty() {
+            return Vec::new();
+        }
+        p.split(',')
+            .map(|kv| {
+                let (k, v) = kv.split_once(':').unwrap();
+                (unhex(k), unhex(v))
+            })
+            .collect()
+    }
+}
+
+pub fn unhex(s: &str) -> String {
+    let bytes: Vec<u8> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect();
+    String::from_utf8(bytes).unwrap()
+}
+
+/// Parse the stand-in's log.
+pub fn records(t: &Target) -> Vec<Record> {
+    t.log_lines()
+        .iter()
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            let kind = it.next().unwrap().to_string();
+            let fields = it
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Record { kind, fields }
+        })
+        .collect()
+}
+
+/// Assert two /proc/PID/maps snapshots are identical, showing only the differing lines.
+pub fn assert_maps_eq(before: &str, after: &str) {
+    let b: Vec<&str> = before.lines().collect();
+    let a: Vec<&str> = after.lines().collect();
+    let gone: Vec<&&str> = b.iter().filter(|l| !a.contains(l)).collect();
+    let new: Vec<&&str> = a.iter().filter(|l| !b.contains(l)).collect();
+    assert!(
+        gone.is_empty() && new.is_empty(),
+        "mappings changed\n  gone: {gone:#?}\n  new: {new:#?}"
+    );
+}
+
+/// A hex mask field (SigBlk, SigCgt, ...) of /proc/PID/task/TID/status.
+pub fn status_mask(pid: i32, tid: i32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).expect("status");
+    let line = s.lines().find(|l| l.starts_with(field)).expect("field");
+    u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
 }

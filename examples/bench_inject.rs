@@ -1,0 +1,212 @@
+//! Benchmark of the injection engine against the C stand-in target, with gdb as the baseline.
+//!
+//! Run: `cargo run --release --example bench_inject` (as root or with CAP_SYS_PTRACE; gdb
+//! optional). Prints a Markdown table; docs/performance.md records the figures.
+//!
+//! Measured, in one run:
+//! * one remote call round trip inside an open sequence (setregs, continue, trap, getregs);
+//! * a whole sequence: interrupt, save, patch, mmap, write, call, munmap, restore, continue;
+//! * ptrace stops per sequence;
+//! * the same sequence through the forked agent (seize to release, as `rocprof-attach` does);
+//! * our CPU time while a target is attached (tool loaded, nothing of ours traced) for 5 s;
+//! * our CPU time while the listener stays seized (not stopped) for 5 s;
+//! * `gdb -p PID -batch -ex 'call ...'` making the same call, as a ratio.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{at_entry, env_buffer, symbol_addr, Target, TargetOpts};
+use rocprof_attach::agent::{self, CallTimeouts, Job};
+use rocprof_attach::inject::{Injection, Timeouts};
+use rocprof_attach::ptrace::Tracee;
+use std::time::{Duration, Instant};
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn p99(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[(v.len() * 99) / 100]
+}
+
+fn cpu_us() -> f64 {
+    let r = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).unwrap();
+    let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 * 1e6 + tv.tv_usec() as f64;
+    t(r.user_time()) + t(r.system_time())
+}
+
+fn main() {
+    let idle_secs: u64 = std::env::var("BENCH_IDLE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let t = Target::spawn(TargetOpts::default());
+    let lib = common::register_lib();
+    let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
+    let site = at_entry(t.pid);
+    let listener = t.listener();
+    let call_timeout = Some(Duration::from_secs(10));
+
+    // 1. One remote call round trip inside an open sequence.
+    let mut tr = Tracee::seize(t.pid, listener).unwrap();
+    let mut calls = Vec::new();
+    {
+        let mut inj = Injection::begin(&mut tr, site, Timeouts::default()).unwrap();
+        let a = inj.push_buffer(b"abc\0").unwrap();
+        for _ in 0..200 {
+            inj.call_int(probe, [a, a, 0, 0, 0, 0], call_timeout)
+                .unwrap();
+        }
+        for _ in 0..5000 {
+            let s = Instant::now();
+            let r = inj
+                .call_int(probe, [a, a, 0, 0, 0, 0], call_timeout)
+                .unwrap();
+            calls.push(s.elapsed().as_secs_f64() * 1e6);
+            assert_eq!(r, 3003);
+        }
+        inj.finish().unwrap();
+    }
+
+    // 2. Whole sequences: map + write + call + unmap, one interrupt-stop each.
+    let before = tr.counts();
+    let mut seqs = Vec::new();
+    let n_seq = 2000;
+    for _ in 0..n_seq {
+        let s = Instant::now();
+        let mut inj = Injection::begin(&mut tr, site, Timeouts::default()).unwrap();
+        let a = inj.mmap(4096).unwrap();
+        inj.write(a, b"abcdef\0").unwrap();
+        inj.call_int(probe, [a, a, 0, 0, 0, 0], call_timeout)
+            .unwrap();
+        inj.munmap(a).unwrap();
+        inj.finish().unwrap();
+        seqs.push(s.elapsed().as_secs_f64() * 1e6);
+    }
+    let after = tr.counts();
+    let interrupts_per_seq = (after.interrupts - before.interrupts) as f64 / n_seq as f64;
+    let completions_per_seq = (after.traps - before.traps) as f64 / n_seq as f64;
+
+    // 3. Seized but idle: our CPU while we hold the listener traced (not stopped).
+    let c0 = cpu_us();
+    std::thread::sleep(Duration::from_secs(idle_secs));
+    let seized_idle_cpu_ms = (cpu_us() - c0) / 1000.0;
+    tr.detach(Duration::from_secs(5)).unwrap();
+
+    // 4. The attach sequence through the forked agent (what rocprof-attach runs per process).
+    let att = agent::Target {
+        pid: t.pid,
+        tid: listener,
+        site,
+        function: symbol_addr(t.pid, &lib, "rocprofiler_register_attach"),
+    };
+    let det = agent::Target {
+        function: symbol_addr(t.pid, &lib, "rocprofiler_register_detach"),
+        ..att.clone()
+    };
+    let env = env_buffer(&[
+        ("ROCPROF_KERNEL_TRACE", "1"),
+        ("ROCPROF_OUTPUT_PATH", "/tmp/bench"),
+    ]);
+    let mut agent_attach = Vec::new();
+    let mut agent_detach = Vec::new();
+    let mut stopped = Vec::new();
+    for _ in 0..200 {
+        let s = Instant::now();
+        let o = agent::run(
+            &att,
+            &Job::Attach {
+                env: env.clone(),
+                tool: b"bench-tool.so".to_vec(),
+            },
+            CallTimeouts::default(),
+        )
+        .unwrap();
+        agent_attach.push(s.elapsed().as_secs_f64() * 1e6);
+        stopped.push(o.stopped_us as f64);
+        let s = Instant::now();
+        agent::run(&det, &Job::Detach, CallTimeouts::default()).unwrap();
+        agent_detach.push(s.elapsed().as_secs_f64() * 1e6);
+    }
+
+    // 5. Attached and idle: the profiling window. Nothing of ours is traced; we just wait.
+    agent::run(
+        &att,
+        &Job::Attach {
+            env: env.clone(),
+            tool: b"bench-tool.so".to_vec(),
+        },
+        CallTimeouts::default(),
+    )
+    .unwrap();
+    let c0 = cpu_us();
+    std::thread::sleep(Duration::from_secs(idle_secs));
+    let attached_idle_cpu_ms = (cpu_us() - c0) / 1000.0;
+    agent::run(&det, &Job::Detach, CallTimeouts::default()).unwrap();
+
+    // 6. gdb making the same call.
+    let gdb = std::process::Command::new("gdb")
+        .arg("--version")
+        .output()
+        .is_ok();
+    let mut gdb_times = Vec::new();
+    if gdb {
+        for _ in 0..5 {
+            let s = Instant::now();
+            let out = std::process::Command::new("gdb")
+                .args(["-nx", "-p", &t.pid.to_string(), "-batch", "-ex"])
+                .arg("call (int)rocprofiler_standin_probe(\"abc\", \"abc\")")
+                .output()
+                .unwrap();
+            gdb_times.push(s.elapsed().as_secs_f64() * 1e6);
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("3003"), "gdb did not make the call: {text}");
+        }
+    }
+    t.assert_heartbeat();
+
+    let call_med = median(calls.clone());
+    let seq_med = median(seqs.clone());
+    let att_med = median(agent_attach.clone());
+    println!("| measurement | median | p99 |");
+    println!("|---|---|---|");
+    println!(
+        "| one remote call round trip (inside a sequence) | {call_med:.1} µs | {:.1} µs |",
+        p99(calls)
+    );
+    println!("| sequence: interrupt + mmap + write + call + munmap + restore | {seq_med:.1} µs | {:.1} µs |", p99(seqs));
+    println!("| attach through the forked agent (fork, seize, sequence, release) | {att_med:.1} µs | {:.1} µs |", p99(agent_attach));
+    println!(
+        "| detach through the forked agent | {:.1} µs | |",
+        median(agent_detach)
+    );
+    println!(
+        "| listener stopped per attach (excluding the call itself) | {:.1} µs | |",
+        median(stopped)
+    );
+    println!();
+    println!("| measurement | value |");
+    println!("|---|---|");
+    println!("| interrupt-stops per sequence | {interrupts_per_seq:.2} |");
+    println!(
+        "| syscall/call completions per sequence (mmap, call, munmap) | {completions_per_seq:.2} |"
+    );
+    println!(
+        "| our CPU, listener seized but running, {idle_secs} s | {seized_idle_cpu_ms:.2} ms |"
+    );
+    println!("| our CPU, target attached (profiling window), {idle_secs} s | {attached_idle_cpu_ms:.2} ms |");
+    if !gdb_times.is_empty() {
+        let g = median(gdb_times);
+        println!(
+            "| gdb -p PID -batch -ex 'call ...' | {:.1} ms |",
+            g / 1000.0
+        );
+        println!("| gdb / one remote call | {:.0}x |", g / call_med);
+        println!("| gdb / whole sequence | {:.0}x |", g / seq_med);
+        println!("| gdb / attach through the agent | {:.0}x |", g / att_med);
+    } else {
+        println!("| gdb | not installed |");
+    }
+}
