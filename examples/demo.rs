@@ -76,8 +76,12 @@ impl App {
             .env("LD_LIBRARY_PATH", lib_path)
             .stdout(Stdio::piped());
         if keep {
-            // It must outlive us: no stdin to watch, stopped with SIGTERM (or kill) later.
-            cmd.arg("--no-stdin").stdin(Stdio::null());
+            // It must outlive us: no stdin to watch, stopped with SIGTERM (or kill) later, and
+            // its stderr (the tool's notes) goes to a log file rather than holding our stderr open.
+            let log_path = parts.dir.join("demo-app.log");
+            let log = std::fs::File::create(&log_path)
+                .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+            cmd.arg("--no-stdin").stdin(Stdio::null()).stderr(log);
         } else {
             // Closing our end of the pipe (or our death) stops it.
             cmd.stdin(Stdio::piped());
@@ -293,6 +297,10 @@ fn run(opts: &Options) -> Result<i32, String> {
         );
         println!("  cargo run --release -- --attach {} --hip-trace --kernel-trace -f csv -t {} -d /tmp/demo-out", app.pid, parts.tool.display());
         println!("  kill {}    # when done", app.pid);
+        println!(
+            "Its stderr (the demo tool's messages) goes to {}.",
+            parts.dir.join("demo-app.log").display()
+        );
     } else {
         app.stop();
     }
