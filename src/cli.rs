@@ -541,11 +541,20 @@ pub fn init_logging(verbose: u8, quiet: bool) {
         .try_init();
 }
 
-/// Parse arguments, run the command, return the process exit code.
+/// Parse the process's arguments, run the command, return the process exit code.
 pub fn main() -> i32 {
+    main_with_args(std::env::args_os())
+}
+
+/// Like [`main`] with explicit arguments (`args[0]` is the program name); used by the demo.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let env = EnvList::from_process();
-    let inv = match parse_request(std::env::args_os(), &env, &cwd) {
+    let inv = match parse_request(args, &env, &cwd) {
         Ok(inv) => inv,
         Err(e) => {
             eprintln!(

@@ -2,8 +2,8 @@
 //!
 //! Compiled to nothing unless the `fault-injection` cargo feature is on. With the feature, setting
 //! `ROCPROF_ATTACH_FAULT_STEP=<step>` and `ROCPROF_ATTACH_FAULT_FIFO=<path>` makes the process
-//! that reaches that step write `<step> <pid>\n` to `<path>.paused` and block until a line is
-//! written into the FIFO `<path>`. Tests use the pause to kill the target, or to SIGTERM or
+//! that reaches that step first create `<path>.paused` containing `<step> <pid>\n` and block until
+//! a line is written into the FIFO `<path>` (later arrivals at the step do not pause). Tests use the pause to kill the target, or to SIGTERM or
 //! SIGKILL rocprof-attach, at exactly that step.
 
 /// A named step of the attach or detach sequence.
@@ -72,12 +72,17 @@ pub fn point(step: Step) {
     let Ok(fifo) = std::env::var("ROCPROF_ATTACH_FAULT_FIFO") else {
         return;
     };
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
+    // Pause once per run: the first process to reach the step creates the marker file; later
+    // arrivals (the detach agent passes "interrupt" too) go straight on.
+    match std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
         .open(format!("{fifo}.paused"))
     {
-        let _ = writeln!(f, "{} {}", step.name(), std::process::id());
+        Ok(mut f) => {
+            let _ = writeln!(f, "{} {}", step.name(), std::process::id());
+        }
+        Err(_) => return,
     }
     if let Ok(f) = std::fs::File::open(&fifo) {
         let mut line = String::new();

@@ -24,6 +24,7 @@ pub mod format;
 pub mod inject;
 pub mod memory;
 pub mod options;
+pub mod outputs;
 pub mod preflight;
 pub mod procfs;
 pub mod ptrace;

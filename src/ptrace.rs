@@ -553,6 +553,25 @@ pub(crate) fn block_terminal_signals() {
     let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
 }
 
+/// Open a pidfd for process `pid` (pidfd_open(2)); it becomes readable when the process exits.
+pub fn pidfd_open(pid: i32) -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes two integers; on success it returns a new fd that we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return match Errno::last() {
+            Errno::ESRCH => Err(Error::ProcessGone { pid }),
+            e => Err(Error::Sys {
+                op: "pidfd_open",
+                tid: pid,
+                errno: e,
+            }),
+        };
+    }
+    // SAFETY: `fd` is a valid descriptor just returned by the kernel and owned by nobody else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
 /// The signal our wait timer uses to interrupt `waitpid`.
 fn wake_signal() -> i32 {
     libc::SIGRTMAX() - 2

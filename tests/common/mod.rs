@@ -466,3 +466,114 @@ pub fn status_mask(pid: i32, tid: i32, field: &str) -> u64 {
     let line = s.lines().find(|l| l.starts_with(field)).expect("field");
     u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
 }
+
+/// The minimal stand-in tool library (writes one CSV per session on detach).
+pub fn tool_lib() -> PathBuf {
+    build("libstandin-tool.so", &["tool.c"], &["-fPIC", "-shared"])
+}
+
+/// The `rocprof-attach` binary: cargo's for tests, the release build for examples.
+pub fn bin() -> PathBuf {
+    option_env!("CARGO_BIN_EXE_rocprof-attach")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/rocprof-attach")
+        })
+}
+
+/// A running `rocprof-attach` whose stderr is collected line by line.
+pub struct Run {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    pub stderr: Vec<String>,
+    stdout: Option<std::thread::JoinHandle<String>>,
+}
+
+/// Start the real binary with a clean environment plus `env`.
+pub fn rocprof_attach(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn rocprof-attach");
+    let err = child.stderr.take().unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let stdout = std::thread::spawn(move || std::io::read_to_string(out).unwrap_or_default());
+    Run {
+        child,
+        lines: rx,
+        stderr: Vec::new(),
+        stdout: Some(stdout),
+    }
+}
+
+impl Run {
+    /// Wait (bounded) for a stderr line containing `needle`.
+    pub fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        if self.stderr.iter().any(|l| l.contains(needle)) {
+            return;
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = l.contains(needle);
+                    self.stderr.push(l);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(_) => panic!(
+                    "no stderr line containing {needle:?} within 20 s; got {:#?}",
+                    self.stderr
+                ),
+            }
+        }
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig).unwrap();
+    }
+
+    /// Wait (bounded) for exit; returns (exit code, stdout, all stderr).
+    pub fn finish(mut self) -> (i32, String, String) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "rocprof-attach did not exit within 60 s; stderr so far: {:#?}",
+                    self.stderr
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let out = self.stdout.take().unwrap().join().unwrap();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.stderr.push(l);
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let code = status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+        (code, out, self.stderr.join("\n"))
+    }
+}

@@ -1,0 +1,177 @@
+//! Which files did the tool write? A before/after snapshot of the output directory, seen
+//! through the target's root (`/proc/PID/root`), so targets in containers are handled too.
+
+use crate::procfs;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Limits of one scan, so a huge or looping directory can never stall a session.
+const MAX_DEPTH: usize = 8;
+const MAX_ENTRIES: usize = 200_000;
+
+/// A file the tool wrote (new, or changed since the snapshot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenFile {
+    /// Path as the target sees it (what the user asked for with `-d`/`-o`).
+    pub path: PathBuf,
+    /// Path through which we can read it (`/proc/PID/root/...`, or the same path).
+    pub host_path: PathBuf,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// The state of an output directory before a session.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    scan_root: PathBuf,
+    target_root: PathBuf,
+    files: HashMap<PathBuf, (u64, Option<SystemTime>)>,
+}
+
+/// The part of an output path before the first `%...%` template token: everything the tool
+/// writes lands below it.
+pub fn static_prefix(dir: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in dir.components() {
+        if c.as_os_str().to_string_lossy().contains('%') {
+            break;
+        }
+        out.push(c);
+    }
+    if out.as_os_str().is_empty() {
+        PathBuf::from("/")
+    } else {
+        out
+    }
+}
+
+impl Snapshot {
+    /// Record the files under `dir` as seen by process `pid`.
+    pub fn take(pid: i32, dir: &Path) -> Snapshot {
+        let target_root = static_prefix(dir);
+        let via_proc = procfs::in_root(pid, &target_root);
+        // Reading through /proc/PID/root needs ptrace-level access; fall back to our own view
+        // (same mount namespace in the common case) when it is refused.
+        let scan_root = if std::fs::metadata(&via_proc).is_ok() || !target_root.exists() {
+            via_proc
+        } else {
+            target_root.clone()
+        };
+        let mut files = HashMap::new();
+        scan(&scan_root, 0, &mut files);
+        Snapshot {
+            scan_root,
+            target_root,
+            files,
+        }
+    }
+
+    /// Files created or modified since the snapshot, sorted by path.
+    pub fn changes(&self) -> Vec<WrittenFile> {
+        let mut now = HashMap::new();
+        scan(&self.scan_root, 0, &mut now);
+        let mut out: Vec<WrittenFile> = now
+            .into_iter()
+            .filter(|(p, meta)| self.files.get(p) != Some(meta))
+            .map(|(host_path, (size, _))| {
+                let rel = host_path
+                    .strip_prefix(&self.scan_root)
+                    .unwrap_or(&host_path)
+                    .to_path_buf();
+                WrittenFile {
+                    path: self.target_root.join(rel),
+                    host_path,
+                    size,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out
+    }
+}
+
+fn scan(dir: &Path, depth: usize, files: &mut HashMap<PathBuf, (u64, Option<SystemTime>)>) {
+    if depth > MAX_DEPTH || files.len() >= MAX_ENTRIES {
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in rd.flatten() {
+        let Ok(ft) = entry.file_type() else { continue };
+        let path = entry.path();
+        if ft.is_dir() {
+            scan(&path, depth + 1, files);
+        } else if ft.is_file() {
+            if let Ok(m) = entry.metadata() {
+                files.insert(path, (m.len(), m.modified().ok()));
+            }
+        }
+        if files.len() >= MAX_ENTRIES {
+            return;
+        }
+    }
+}
+
+/// The PID among `pids` that a file belongs to, judged by a number token equal to the PID in
+/// its path (the tool's default names are `<hostname>/<pid>_...`).
+pub fn owner(path: &Path, pids: &[i32]) -> Option<i32> {
+    let text = path.to_string_lossy();
+    let tokens: Vec<&str> = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|t| !t.is_empty())
+        .collect();
+    pids.iter()
+        .copied()
+        .find(|p| tokens.contains(&p.to_string().as_str()))
+}
+
+/// Human-readable size.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_stops_at_templates() {
+        assert_eq!(
+            static_prefix(Path::new("/out/%hostname%/x")),
+            PathBuf::from("/out")
+        );
+        assert_eq!(
+            static_prefix(Path::new("/out/run1")),
+            PathBuf::from("/out/run1")
+        );
+        assert_eq!(static_prefix(Path::new("%cwd%/x")), PathBuf::from("/"));
+    }
+
+    #[test]
+    fn owner_by_pid_token() {
+        assert_eq!(
+            owner(Path::new("/o/host/1234_kernel_trace.csv"), &[12, 1234]),
+            Some(1234)
+        );
+        assert_eq!(owner(Path::new("/o/host/12345_results.db"), &[1234]), None);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(human_size(10), "10 B");
+        assert_eq!(human_size(2048), "2.0 KiB");
+    }
+}
