@@ -171,26 +171,10 @@ fn listener_tid(pid: i32) -> Option<i32> {
     })
 }
 
-/// Runs rocprof-attach with `args` (argv[0] included) and returns its exit code.
-///
-/// TEMPORARY: `rocprof_attach::cli::main_with_args` has not landed yet; until it does, run the
-/// built binary. Replace the body with `rocprof_attach::cli::main_with_args(args)`.
+/// Runs rocprof-attach in this process, exactly as the command line would, and returns its exit
+/// code.
 fn rocprof_attach(args: Vec<OsString>) -> i32 {
-    let candidates = [
-        target_dir().join("release/rocprof-attach"),
-        target_dir().join("debug/rocprof-attach"),
-    ];
-    let Some(bin) = candidates.iter().find(|p| p.is_file()) else {
-        eprintln!("demo: no rocprof-attach binary yet; build it with `cargo build --release`");
-        return 1;
-    };
-    match Command::new(bin).args(&args[1..]).status() {
-        Ok(s) => s.code().unwrap_or(1),
-        Err(e) => {
-            eprintln!("demo: cannot run {}: {e}", bin.display());
-            1
-        }
-    }
+    rocprof_attach::cli::main_with_args(args)
 }
 
 /// CSV files under `dir` modified at or after `since`, sorted.
