@@ -71,14 +71,14 @@ static void* device_main(void* arg) {
 /* Queue a command; returns its sequence number (completion is in order). */
 static uint64_t submit(cmd_t* c) {
     pthread_mutex_lock(&q_lock);
-    c->seq = ++q_submitted;
+    uint64_t seq = c->seq = ++q_submitted; /* c belongs to the device thread once queued */
     c->next = NULL;
     if (q_tail) q_tail->next = c;
     else q_head = c;
     q_tail = c;
     pthread_cond_signal(&q_work);
     pthread_mutex_unlock(&q_lock);
-    return c->seq;
+    return seq;
 }
 
 static void wait_for(uint64_t seq) {
