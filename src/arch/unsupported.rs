@@ -35,7 +35,9 @@ pub const XSTATE_MAX: usize = 4096;
 
 /// Fails with a clear "not supported" error on this architecture.
 pub fn ensure_supported() -> Result<()> {
-    Err(Error::UnsupportedArch { arch: std::env::consts::ARCH })
+    Err(Error::UnsupportedArch {
+        arch: std::env::consts::ARCH,
+    })
 }
 
 /// Never called (see [`ensure_supported`]).
