@@ -84,6 +84,8 @@ pub struct ListEntry {
     pub libraries: Vec<SdkLibrary>,
     /// Command line, space-joined.
     pub command: String,
+    /// The job id found in its environment (first of [`JOB_ID_VARIABLES`]), if readable.
+    pub job: Option<String>,
 }
 
 fn not_attachable(pid: i32, reason: impl Into<String>) -> Error {
@@ -564,15 +566,16 @@ pub fn run_list(selection: &TargetSelection) -> crate::ExitCode {
         }
     };
     println!(
-        "{:<8} {:<9} {:<50} COMMAND",
-        "PID", "LISTENER", "ROCPROFILER LIBRARIES"
+        "{:<8} {:<9} {:<12} {:<50} COMMAND",
+        "PID", "LISTENER", "JOB", "ROCPROFILER LIBRARIES"
     );
     for e in &entries {
         let listener = if e.listener { "yes" } else { "no" };
         println!(
-            "{:<8} {:<9} {:<50} {}",
+            "{:<8} {:<9} {:<12} {:<50} {}",
             e.pid,
             listener,
+            e.job.as_deref().unwrap_or("-"),
             describe_libraries(&e.libraries),
             e.command
         );
@@ -664,6 +667,7 @@ fn entry(pid: i32) -> Result<ListEntry> {
         listener,
         libraries,
         command: command_line(pid),
+        job: job_id(pid),
     })
 }
 
@@ -732,7 +736,16 @@ fn rocm_entry(pid: i32) -> Result<Option<ListEntry>> {
         listener,
         libraries,
         command: command_line(pid),
+        job: job_id(pid),
     }))
+}
+
+/// The job id in the environment of `pid`: the first of [`JOB_ID_VARIABLES`] that is set.
+fn job_id(pid: i32) -> Option<String> {
+    let env = procfs::environ(pid).ok()?;
+    JOB_ID_VARIABLES
+        .iter()
+        .find_map(|v| env_value(&env, v).map(str::to_string))
 }
 
 fn read_trimmed(path: &str) -> Option<String> {

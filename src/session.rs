@@ -242,13 +242,28 @@ impl Session {
             warn(format!("cannot inspect process {pid}: {why}"));
         }
         if sel.pids.is_empty() {
-            return Err(Error::NotAttachable {
-                pid: 0,
-                reason: format!(
-                    "no process matches {:?}; `rocprof-attach --list` shows the attachable processes on this machine",
-                    self.req.targets
-                ),
-            });
+            let reason = format!(
+                "no process matches {}; `rocprof-attach --list` shows the attachable processes on this machine",
+                describe(&self.req.targets)
+            );
+            if !sel.unreadable.is_empty() {
+                return Err(Error::ProcRead {
+                    path: PathBuf::from("/proc"),
+                    source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+                    hint: "no process matched among those readable, and some could not be examined \
+                           (listed above): run rocprof-attach as their owner or as root",
+                });
+            }
+            return Err(Error::NotAttachable { pid: 0, reason });
+        }
+        if sel.pids.len() > 1 || !matches!(self.req.targets, TargetSelection::Pids(_)) {
+            info(format!(
+                "selected {} process{} ({}): {}",
+                sel.pids.len(),
+                if sel.pids.len() == 1 { "" } else { "es" },
+                describe(&self.req.targets),
+                join(&sel.pids)
+            ));
         }
         Ok(sel.pids)
     }
@@ -966,6 +981,16 @@ fn first_failure(failures: Failures) -> Error {
             pid: 0,
             reason: "nothing to attach to".into(),
         },
+    }
+}
+
+/// The selection as the user wrote it.
+fn describe(t: &TargetSelection) -> String {
+    match t {
+        TargetSelection::Pids(p) => format!("--attach {}", p.iter().map(i32::to_string).collect::<Vec<_>>().join(",")),
+        TargetSelection::Match(re) => format!("--match '{re}'"),
+        TargetSelection::Job(id) => format!("--job {id}"),
+        TargetSelection::All => "--all".into(),
     }
 }
 

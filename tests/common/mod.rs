@@ -48,7 +48,10 @@ pub fn build(out: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
         return dest;
     }
     std::fs::create_dir_all(&dir).expect("fixture dir");
-    let tmp = dir.join(format!(".{out}.{}", std::process::id()));
+    // Unique per process *and* call: test threads of one binary build the same fixture at once.
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{out}.{}.{seq}", std::process::id()));
     let status = Command::new("gcc")
         .args(["-O1", "-g", "-pthread", "-Wall", "-I"])
         .arg(&src)
@@ -94,6 +97,8 @@ pub struct TargetOpts {
     pub signal_workers: bool,
     pub sigtrap_handler: bool,
     pub env: Vec<(String, String)>,
+    /// Extra text on the command line (`--tag TEXT`), for `--match` selection.
+    pub tag: Option<String>,
 }
 
 impl Default for TargetOpts {
@@ -107,6 +112,7 @@ impl Default for TargetOpts {
             signal_workers: false,
             sigtrap_handler: false,
             env: Vec::new(),
+            tag: None,
         }
     }
 }
@@ -159,6 +165,9 @@ impl Target {
         }
         if opts.sigtrap_handler {
             cmd.arg("--sigtrap-handler");
+        }
+        if let Some(tag) = &opts.tag {
+            cmd.arg("--tag").arg(tag);
         }
         cmd.env("STANDIN_REGISTER_LIB", register_lib())
             .env("ROCPROF_STANDIN_LOG", &log)
