@@ -443,8 +443,14 @@ pub fn unhex(s: &str) -> String {
 
 /// Parse the stand-in's log.
 pub fn records(t: &Target) -> Vec<Record> {
-    t.log_lines()
-        .iter()
+    records_in(&t.log)
+}
+
+/// Parse a stand-in log file (several processes may share one; records carry `pid=`).
+pub fn records_in(log: &Path) -> Vec<Record> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
         .map(|l| {
             let mut it = l.split_whitespace();
             let kind = it.next().unwrap().to_string();
