@@ -268,9 +268,7 @@ impl<'t> Injection<'t> {
 
     fn checked_syscall(&mut self, name: &'static str, nr: u64, args: [u64; 6]) -> Result<u64> {
         let raw = self.syscall_raw(nr, args)?;
-        let mut regs = self.saved;
-        regs.rax = raw;
-        arch::syscall_result(&regs).map_err(|errno| Error::RemoteSyscall {
+        arch::syscall_result(raw).map_err(|errno| Error::RemoteSyscall {
             pid: self.pid(),
             syscall: name,
             errno: Errno::from_raw(errno),

@@ -538,12 +538,12 @@ pub fn run_check(pid: i32, tool_library: Option<&str>) -> crate::ExitCode {
                 println!("rocprof-attach: {note}");
             }
             for w in report.warnings.iter().chain(&report.tool.warnings) {
-                eprintln!("rocprof-attach: WARNING: {w}");
+                eprintln!("rocprof-attach: warning: {w}");
             }
             crate::ExitCode::Success
         }
         Err(e) => {
-            eprintln!("rocprof-attach: ERROR: {e}");
+            eprintln!("rocprof-attach: error: {e}");
             let code = e.exit_code();
             if code == crate::ExitCode::PermissionDenied {
                 eprintln!("{}", permission_hint(pid));
@@ -561,7 +561,7 @@ pub fn run_list(selection: &TargetSelection) -> crate::ExitCode {
     } = match list(selection) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rocprof-attach: ERROR: {e}");
+            eprintln!("rocprof-attach: error: {e}");
             return e.exit_code();
         }
     };
@@ -585,7 +585,7 @@ pub fn run_list(selection: &TargetSelection) -> crate::ExitCode {
     }
     if !unreadable.is_empty() {
         eprintln!(
-            "rocprof-attach: WARNING: {} process(es) could not be examined; run as their owner or as root to see them",
+            "rocprof-attach: warning: {} process(es) could not be examined; run as their owner or as root to see them",
             unreadable.len()
         );
     }

@@ -548,11 +548,7 @@ impl Session {
 
     /// If the user asked for CSV or JSON and the tool only wrote rocpd databases, convert them.
     fn convert_missing_formats(&self, files: &[WrittenFile]) -> Vec<WrittenFile> {
-        let dbs: Vec<PathBuf> = files
-            .iter()
-            .filter(|f| is_db(&f.host_path))
-            .map(|f| f.host_path.clone())
-            .collect();
+        let dbs = databases(files);
         if dbs.is_empty() {
             return Vec::new();
         }
@@ -602,11 +598,7 @@ impl Session {
     }
 
     fn print_summary(&self, files: &[WrittenFile]) {
-        let dbs: Vec<PathBuf> = files
-            .iter()
-            .filter(|f| is_db(&f.host_path))
-            .map(|f| f.host_path.clone())
-            .collect();
+        let dbs = databases(files);
         if dbs.is_empty() {
             warn("--summary needs the rocpd output (add rocpd to --output-format)");
             return;
@@ -638,23 +630,8 @@ fn attach_one(req: &AttachRequest, timeouts: CallTimeouts, p: &Planned) -> Resul
         function,
     };
     let outcome = agent::run(&target, &job, timeouts)?;
-    match outcome.status {
-        Some(0) => Ok(Attached { pid, tool, outcome }),
-        Some(status) => {
-            let (name, meaning) = register_status(status);
-            Err(Error::Rejected {
-                pid,
-                call: "attach",
-                status,
-                name,
-                meaning,
-            })
-        }
-        None => Err(Error::Agent {
-            pid,
-            message: "the attach call did not complete".into(),
-        }),
-    }
+    let outcome = call_result(pid, "attach", outcome)?;
+    Ok(Attached { pid, tool, outcome })
 }
 
 /// Detach one process through the agent.
@@ -685,23 +662,7 @@ fn detach_one(timeouts: CallTimeouts, a: &Attached) -> Result<Outcome> {
         timeouts,
     )
     .map_err(gone)?;
-    match outcome.status {
-        Some(0) => Ok(outcome),
-        Some(status) => {
-            let (name, meaning) = register_status(status);
-            Err(Error::Rejected {
-                pid,
-                call: "detach",
-                status,
-                name,
-                meaning,
-            })
-        }
-        None => Err(Error::Agent {
-            pid,
-            message: "the detach call did not complete".into(),
-        }),
-    }
+    call_result(pid, "detach", outcome)
 }
 
 /// The comm of the listener thread.
@@ -709,8 +670,34 @@ const LISTENER: &str = "rocp-bg-attach";
 /// The library that owns the attach entry points.
 const REGISTER_LIBRARY: &str = "librocprofiler-register.so";
 
-fn is_db(p: &std::path::Path) -> bool {
-    p.extension().is_some_and(|e| e == "db")
+/// The rocpd databases among the files written (paths we can open).
+fn databases(files: &[WrittenFile]) -> Vec<PathBuf> {
+    files
+        .iter()
+        .filter(|f| f.host_path.extension().is_some_and(|e| e == "db"))
+        .map(|f| f.host_path.clone())
+        .collect()
+}
+
+/// Turn the register function's return value into the session's result.
+fn call_result(pid: i32, call: &'static str, outcome: Outcome) -> Result<Outcome> {
+    match outcome.status {
+        Some(0) => Ok(outcome),
+        Some(status) => {
+            let (name, meaning) = register_status(status);
+            Err(Error::Rejected {
+                pid,
+                call,
+                status,
+                name,
+                meaning,
+            })
+        }
+        None => Err(Error::Agent {
+            pid,
+            message: format!("the {call} call did not complete"),
+        }),
+    }
 }
 
 /// One snapshot per distinct target root (processes in one container share one).

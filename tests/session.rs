@@ -5,6 +5,17 @@ mod common;
 use common::{hex, records, rocprof_attach, tool_lib, Target, TargetOpts};
 use nix::sys::signal::Signal;
 
+/// Output directory of a test and the strings its command lines use: (out, pid, out, tool).
+fn setup(t: &Target) -> (std::path::PathBuf, String, String, String) {
+    let out = t.dir.path().join("out");
+    let s = (
+        t.pid.to_string(),
+        out.to_str().unwrap().to_string(),
+        tool_lib().to_str().unwrap().to_string(),
+    );
+    (out, s.0, s.1, s.2)
+}
+
 /// Arguments for a short session writing into `out` with the stand-in tool.
 fn args<'a>(pid: &'a str, out: &'a str, tool: &'a str) -> Vec<&'a str> {
     vec![
@@ -34,13 +45,7 @@ fn tracer_of(pid: i32) -> String {
 #[test]
 fn attach_detach_sends_exact_pairs_and_tool_path_and_reports_files() {
     let t = Target::spawn(TargetOpts::default());
-    let out = t.dir.path().join("out");
-    let tool = tool_lib();
-    let (pid, out_s, tool_s) = (
-        t.pid.to_string(),
-        out.to_str().unwrap().to_string(),
-        tool.to_str().unwrap().to_string(),
-    );
+    let (out, pid, out_s, tool_s) = setup(&t);
     let mut a = args(&pid, &out_s, &tool_s);
     a.extend(["--attach-duration-msec", "300"]);
     let env = [
@@ -93,13 +98,7 @@ fn attach_detach_sends_exact_pairs_and_tool_path_and_reports_files() {
 #[test]
 fn reattach_works_and_numbers_the_second_session() {
     let t = Target::spawn(TargetOpts::default());
-    let out = t.dir.path().join("out");
-    let tool = tool_lib();
-    let (pid, out_s, tool_s) = (
-        t.pid.to_string(),
-        out.to_str().unwrap().to_string(),
-        tool.to_str().unwrap().to_string(),
-    );
+    let (_, pid, out_s, tool_s) = setup(&t);
     for round in 0..2 {
         let mut a = args(&pid, &out_s, &tool_s);
         a.extend(["--attach-duration-msec", "100"]);
@@ -132,13 +131,7 @@ fn tree_attach_skips_fork_only_child_and_attaches_exec_child() {
         ..Default::default()
     });
     let (fork_child, exec_child) = (t.fork_child.unwrap(), t.exec_child.unwrap());
-    let out = t.dir.path().join("out");
-    let tool = tool_lib();
-    let (pid, out_s, tool_s) = (
-        t.pid.to_string(),
-        out.to_str().unwrap().to_string(),
-        tool.to_str().unwrap().to_string(),
-    );
+    let (_, pid, out_s, tool_s) = setup(&t);
     let mut a = args(&pid, &out_s, &tool_s);
     a.extend(["--attach-duration-msec", "200"]);
     let (code, stdout, stderr) = rocprof_attach(&a, &[]).finish();
@@ -171,13 +164,7 @@ fn root_without_listener_fails_and_descendants_stay_untouched() {
         ..Default::default()
     });
     let exec_child = t.exec_child.unwrap();
-    let out = t.dir.path().join("out");
-    let tool = tool_lib();
-    let (pid, out_s, tool_s) = (
-        t.pid.to_string(),
-        out.to_str().unwrap().to_string(),
-        tool.to_str().unwrap().to_string(),
-    );
+    let (_, pid, out_s, tool_s) = setup(&t);
     let (code, _, stderr) = rocprof_attach(&args(&pid, &out_s, &tool_s), &[]).finish();
     assert_eq!(code, 4, "{stderr}");
     assert!(stderr.contains("rocp-bg-attach"), "{stderr}");
@@ -189,13 +176,7 @@ fn root_without_listener_fails_and_descendants_stay_untouched() {
 fn each_way_of_ending_the_session_detaches() {
     for how in ["sigint", "sigterm", "sighup", "target-exit"] {
         let mut t = Target::spawn(TargetOpts::default());
-        let out = t.dir.path().join("out");
-        let tool = tool_lib();
-        let (pid, out_s, tool_s) = (
-            t.pid.to_string(),
-            out.to_str().unwrap().to_string(),
-            tool.to_str().unwrap().to_string(),
-        );
+        let (_, pid, out_s, tool_s) = setup(&t);
         let mut run = rocprof_attach(&args(&pid, &out_s, &tool_s), &[]);
         run.wait_for("profiling until");
         match how {
@@ -227,13 +208,7 @@ fn each_way_of_ending_the_session_detaches() {
 #[test]
 fn duration_ends_the_session() {
     let t = Target::spawn(TargetOpts::default());
-    let out = t.dir.path().join("out");
-    let tool = tool_lib();
-    let (pid, out_s, tool_s) = (
-        t.pid.to_string(),
-        out.to_str().unwrap().to_string(),
-        tool.to_str().unwrap().to_string(),
-    );
+    let (_, pid, out_s, tool_s) = setup(&t);
     let mut a = args(&pid, &out_s, &tool_s);
     a.extend(["--attach-duration-msec", "50"]);
     let (code, _, stderr) = rocprof_attach(&a, &[]).finish();
@@ -245,13 +220,7 @@ fn duration_ends_the_session() {
 #[test]
 fn sigkill_while_waiting_leaves_the_target_running_and_attachable() {
     let t = Target::spawn(TargetOpts::default());
-    let out = t.dir.path().join("out");
-    let tool = tool_lib();
-    let (pid, out_s, tool_s) = (
-        t.pid.to_string(),
-        out.to_str().unwrap().to_string(),
-        tool.to_str().unwrap().to_string(),
-    );
+    let (_, pid, out_s, tool_s) = setup(&t);
     let mut run = rocprof_attach(&args(&pid, &out_s, &tool_s), &[]);
     run.wait_for("profiling until");
     run.signal(Signal::SIGKILL);
@@ -275,13 +244,7 @@ fn rejected_attach_reports_the_register_status() {
         env: vec![("STANDIN_ATTACH_STATUS".into(), "6".into())],
         ..Default::default()
     });
-    let out = t.dir.path().join("out");
-    let tool = tool_lib();
-    let (pid, out_s, tool_s) = (
-        t.pid.to_string(),
-        out.to_str().unwrap().to_string(),
-        tool.to_str().unwrap().to_string(),
-    );
+    let (_, pid, out_s, tool_s) = setup(&t);
     let (code, _, stderr) = rocprof_attach(&args(&pid, &out_s, &tool_s), &[]).finish();
     assert_eq!(code, 6, "{stderr}");
     assert!(
@@ -297,13 +260,7 @@ fn no_output_is_an_error_not_a_success() {
         env: vec![("STANDIN_TOOL_NO_OUTPUT".into(), "1".into())],
         ..Default::default()
     });
-    let out = t.dir.path().join("out");
-    let tool = tool_lib();
-    let (pid, out_s, tool_s) = (
-        t.pid.to_string(),
-        out.to_str().unwrap().to_string(),
-        tool.to_str().unwrap().to_string(),
-    );
+    let (_, pid, out_s, tool_s) = setup(&t);
     let mut a = args(&pid, &out_s, &tool_s);
     a.extend(["--attach-duration-msec", "50"]);
     let (code, stdout, stderr) = rocprof_attach(&a, &[]).finish();

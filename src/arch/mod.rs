@@ -12,3 +12,14 @@ pub use x86_64::*;
 mod unsupported;
 #[cfg(not(target_arch = "x86_64"))]
 pub use unsupported::*;
+
+/// Result of a raw syscall return value: a value in -4095..-1 is `-errno` (Linux convention on
+/// every architecture).
+pub fn syscall_result(raw: u64) -> std::result::Result<u64, i32> {
+    let v = raw as i64;
+    if (-4095..0).contains(&v) {
+        Err((-v) as i32)
+    } else {
+        Ok(raw)
+    }
+}

@@ -133,16 +133,6 @@ pub fn return_value(regs: &Regs) -> u64 {
     regs.rax
 }
 
-/// Return value of a syscall: a negative value in -4095..-1 is -errno.
-pub fn syscall_result(regs: &Regs) -> std::result::Result<u64, i32> {
-    let v = regs.rax as i64;
-    if (-4095..0).contains(&v) {
-        Err((-v) as i32)
-    } else {
-        Ok(regs.rax)
-    }
-}
-
 /// Return value of a function returning C `int`: the low 32 bits, sign-extended.
 pub fn int_result(regs: &Regs) -> i32 {
     regs.rax as u32 as i32

@@ -491,7 +491,9 @@ pub fn tool_lib() -> PathBuf {
 pub fn bin() -> PathBuf {
     option_env!("CARGO_BIN_EXE_rocprof-attach")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/rocprof-attach"))
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/rocprof-attach")
+        })
 }
 
 /// A running `rocprof-attach` whose stderr is collected line by line.

@@ -1,0 +1,362 @@
+//! `rocprof-attach convert` / `summary` as a user runs them: bad input, bad output locations,
+//! exit codes, one-line errors, and no half-written files.
+
+mod rocpd_common;
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use rocpd_common::*;
+
+const BAD_INPUT: i32 = 10;
+const FAILURE: i32 = 1;
+const USAGE: i32 = 2;
+
+fn convert_raw(input: &Path, dir: &Path) -> Output {
+    run(&[
+        "convert",
+        "-i",
+        &input.display().to_string(),
+        "-f",
+        "csv",
+        "json",
+        "-d",
+        &dir.display().to_string(),
+        "-o",
+        "out",
+    ])
+}
+
+/// Asserts exit code, a single `rocprof-attach: error:` line containing `needle`, and no output.
+fn assert_fails(out: &Output, code: i32, needle: &str, dir: &Path) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("rocprof-attach: error: "), "{err}");
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
+    let left: Vec<String> = listing(dir)
+        .into_iter()
+        .filter(|n| n.starts_with("out_") || n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "nothing half-written may remain: {left:?}");
+}
+
+#[test]
+fn not_a_sqlite_file() {
+    let tmp = tempdir();
+    let input = tmp.path().join("notes.db");
+    std::fs::write(&input, "this is a text file, not a database\n".repeat(10)).expect("write");
+    assert_fails(
+        &convert_raw(&input, tmp.path()),
+        BAD_INPUT,
+        "not a SQLite database",
+        tmp.path(),
+    );
+    let empty = tmp.path().join("empty.db");
+    std::fs::write(&empty, "").expect("write");
+    assert_fails(
+        &convert_raw(&empty, tmp.path()),
+        BAD_INPUT,
+        "not a SQLite database",
+        tmp.path(),
+    );
+}
+
+#[test]
+fn missing_input_file() {
+    let tmp = tempdir();
+    assert_fails(
+        &convert_raw(&tmp.path().join("nope.db"), tmp.path()),
+        BAD_INPUT,
+        "no such file",
+        tmp.path(),
+    );
+}
+
+#[test]
+fn sqlite_but_not_rocpd() {
+    let tmp = tempdir();
+    let input = tmp.path().join("other.db");
+    let conn = rusqlite::Connection::open(&input).expect("open");
+    conn.execute_batch("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1);")
+        .expect("ddl");
+    drop(conn);
+    assert_fails(
+        &convert_raw(&input, tmp.path()),
+        BAD_INPUT,
+        "not a rocpd one",
+        tmp.path(),
+    );
+}
+
+#[test]
+fn unknown_schema_version() {
+    let tmp = tempdir();
+    let input = full_db(&tmp.path().join("v4.db"), 1, 1);
+    let conn = rusqlite::Connection::open(&input).expect("open");
+    let table: String = conn
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'rocpd_metadata%'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("metadata table");
+    conn.execute(
+        &format!("UPDATE \"{table}\" SET value = '4' WHERE tag = 'schema_version'"),
+        [],
+    )
+    .expect("update");
+    drop(conn);
+    assert_fails(
+        &convert_raw(&input, tmp.path()),
+        BAD_INPUT,
+        "unsupported rocpd schema version '4'",
+        tmp.path(),
+    );
+}
+
+#[test]
+fn truncated_database() {
+    let tmp = tempdir();
+    let input = full_db(&tmp.path().join("cut.db"), 1, 1);
+    let len = std::fs::metadata(&input).expect("stat").len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&input)
+        .expect("open");
+    f.set_len(len / 2).expect("truncate");
+    drop(f);
+    assert_fails(
+        &convert_raw(&input, tmp.path()),
+        BAD_INPUT,
+        "truncated",
+        tmp.path(),
+    );
+}
+
+#[test]
+fn output_directory_below_a_regular_file() {
+    let tmp = tempdir();
+    let input = full_db(&tmp.path().join("a.db"), 1, 1);
+    let file = tmp.path().join("plain.txt");
+    std::fs::write(&file, "x").expect("write");
+    let out = convert_raw(&input, &file.join("sub"));
+    assert_fails(
+        &out,
+        FAILURE,
+        "cannot create the output directory",
+        tmp.path(),
+    );
+    let out = convert_raw(&input, &file);
+    assert_fails(&out, FAILURE, "is not a directory", tmp.path());
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "x");
+}
+
+#[test]
+fn output_directory_that_cannot_be_created_even_by_root() {
+    let tmp = tempdir();
+    let input = full_db(&tmp.path().join("a.db"), 1, 1);
+    let out = convert_raw(&input, Path::new("/proc/rocprof-attach-test-out"));
+    assert_fails(
+        &out,
+        FAILURE,
+        "cannot create the output directory",
+        tmp.path(),
+    );
+}
+
+#[test]
+fn output_that_would_overwrite_an_input_is_refused() {
+    let tmp = tempdir();
+    let built = full_db(&tmp.path().join("a.db"), 1, 1);
+    let input = tmp.path().join("out_kernel_trace.csv");
+    std::fs::rename(&built, &input).expect("rename");
+    let before = std::fs::read(&input).expect("read");
+    let out = convert_raw(&input, tmp.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{err}");
+    assert!(
+        err.contains("would overwrite the input") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&input).expect("read"), before);
+}
+
+#[test]
+fn full_disk_midway_leaves_nothing_behind() {
+    // A file-size limit makes writes fail with EFBIG part-way, like a full disk would.
+    let tmp = tempdir();
+    let db = tmp.path().join("big.db");
+    let mut w = writer(&db, 1, 1);
+    agents(&mut w, (0, 0), (1, 1));
+    kernel(&mut w, 1, 1, &"k".repeat(200), 8, 0, 16, 0);
+    for i in 1..=2000 {
+        w.kernel_dispatch(&rocprof_attach::rocpd::model::KernelDispatch {
+            dispatch_id: i,
+            tid: 1,
+            agent_id: 1,
+            kernel_id: 1,
+            start: i * 10,
+            end: i * 10 + 5,
+            workgroup: [1, 1, 1],
+            grid: [1, 1, 1],
+            ..Default::default()
+        })
+        .expect("dispatch");
+    }
+    w.finish().expect("finish");
+    let out_dir = tmp.path().join("out");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocprof-attach"));
+    cmd.args([
+        "convert",
+        "-i",
+        &db.display().to_string(),
+        "-f",
+        "csv",
+        "json",
+        "-d",
+        &out_dir.display().to_string(),
+    ]);
+    // SAFETY: only async-signal-safe calls (signal, setrlimit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: 64 * 1024,
+                rlim_max: 64 * 1024,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run");
+    assert_fails(&out, FAILURE, "File too large", &out_dir);
+    assert!(listing(&out_dir).is_empty(), "{:?}", listing(&out_dir));
+}
+
+#[test]
+fn usage_errors_are_one_line() {
+    let out = run(&["convert", "-f", "csv"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE));
+    assert!(
+        err.starts_with("rocprof-attach: error: ") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = run(&["convert", "-i", "x.db", "-f", "pftrace"]);
+    assert_eq!(out.status.code(), Some(USAGE));
+    let help = run(&["convert", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--output-format"));
+}
+
+#[test]
+fn the_same_database_twice_is_refused() {
+    let tmp = tempdir();
+    let a = full_db(&tmp.path().join("a.db"), 1, 1);
+    let copy = tmp.path().join("copy.db");
+    std::fs::copy(&a, &copy).expect("copy");
+    let out = run(&[
+        "convert",
+        "-i",
+        &a.display().to_string(),
+        &copy.display().to_string(),
+        "-d",
+        &tmp.path().display().to_string(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{err}");
+    assert!(err.contains("pass each database once"), "{err}");
+}
+
+#[test]
+fn convert_prints_the_files_it_wrote() {
+    let tmp = tempdir();
+    let a = full_db(&tmp.path().join("a.db"), 1, 1);
+    let out_dir = tmp.path().join("o");
+    let out = convert(&[&a], &out_dir, &["csv", "json"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut printed: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            Path::new(l)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    printed.sort();
+    assert_eq!(printed, listing(&out_dir));
+    assert_eq!(
+        listing(&out_dir),
+        [
+            "out_counter_collection.csv",
+            "out_hip_api_trace.csv",
+            "out_kernel_trace.csv",
+            "out_marker_api_trace.csv",
+            "out_memory_allocation_trace.csv",
+            "out_memory_copy_trace.csv",
+            "out_results.json",
+            "out_scratch_memory_trace.csv"
+        ]
+    );
+}
+
+#[test]
+fn summary_table_fits_the_terminal_and_writes_stats() {
+    let tmp = tempdir();
+    let a = full_db(&tmp.path().join("a.db"), 1, 1);
+    for width in [72usize, 100, 220] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rocprof-attach"))
+            .args(["summary", "-i", &a.display().to_string(), "--top", "1"])
+            .env("COLUMNS", width.to_string())
+            .output()
+            .expect("run");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for l in text.lines() {
+            assert!(l.chars().count() <= width, "{width}: {l}");
+        }
+        for needle in [
+            "ROCPROFV3 KERNEL_DISPATCH SUMMARY:",
+            "ROCPROFV3 HIP_API SUMMARY:",
+            "ROCPROFV3 SUMMARY:",
+            "hipLaunchKernel",
+            "more not shown",
+        ] {
+            assert!(text.contains(needle), "{needle} in\n{text}");
+        }
+    }
+    let stats = tmp.path().join("stats");
+    let out = run(&[
+        "summary",
+        "-i",
+        &a.display().to_string(),
+        "-d",
+        &stats.display().to_string(),
+        "-o",
+        "s",
+    ]);
+    assert!(out.status.success());
+    let kernel = read(&stats, "s_kernel_stats.csv");
+    let lines: Vec<&str> = kernel.lines().collect();
+    assert_eq!(lines[0], "\"Name\",\"Calls\",\"TotalDurationNs\",\"AverageNs\",\"Percentage\",\"MinNs\",\"MaxNs\",\"StdDev\"");
+    // add: durations 10 and 30; mul: 20.
+    assert_eq!(
+        lines[1],
+        "\"void add<float>(float*, int)\",2,40,20.000000,66.67,10,30,14.142136"
+    );
+    assert_eq!(
+        lines[2],
+        "\"mul(float*, int)\",1,20,20.000000,33.33,20,20,0.00000000e+00"
+    );
+    assert!(listing(&stats).contains(&"s_domain_stats.csv".to_owned()));
+}
