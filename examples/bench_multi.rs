@@ -41,7 +41,13 @@ fn session(pids: &str, parallel: usize, out: &str, tool: &str) -> (f64, f64) {
     let start = Instant::now();
     let res = Command::new(common::bin())
         .args(["--attach", pids, "--kernel-trace", "-d", out, "-t", tool])
-        .args(["--attach-duration-msec", "1", "--parallel", &parallel.to_string(), "-q"])
+        .args([
+            "--attach-duration-msec",
+            "1",
+            "--parallel",
+            &parallel.to_string(),
+            "-q",
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

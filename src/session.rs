@@ -250,7 +250,8 @@ impl Session {
                 return Err(Error::ProcRead {
                     path: PathBuf::from("/proc"),
                     source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
-                    hint: "no process matched among those readable, and some could not be examined \
+                    hint:
+                        "no process matched among those readable, and some could not be examined \
                            (listed above): run rocprof-attach as their owner or as root",
                 });
             }
@@ -796,8 +797,8 @@ fn short_reason(e: &Error) -> String {
         } => format!("{call} returned {status} ({name})"),
         e => {
             let text = e.to_string();
-            let cut = text.find(['.', ';']).unwrap_or(text.len()).min(100);
-            text[..text.floor_char_boundary(cut)].to_string()
+            let first = text.split(['.', ';']).next().unwrap_or("");
+            first.chars().take(100).collect()
         }
     }
 }
@@ -974,7 +975,10 @@ fn first_failure(failures: Failures) -> Error {
 /// The selection as the user wrote it.
 fn describe(t: &TargetSelection) -> String {
     match t {
-        TargetSelection::Pids(p) => format!("--attach {}", p.iter().map(i32::to_string).collect::<Vec<_>>().join(",")),
+        TargetSelection::Pids(p) => format!(
+            "--attach {}",
+            p.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+        ),
         TargetSelection::Match(re) => format!("--match '{re}'"),
         TargetSelection::Job(id) => format!("--job {id}"),
         TargetSelection::All => "--all".into(),

@@ -231,7 +231,10 @@ fn ranks_selected_by_open_mpi_job_id_are_all_attached_and_detached() {
     ];
     let (code, stdout, stderr) = rocprof_attach(&args, &[]).finish();
     assert_eq!(code, 0, "{stderr}\n{stdout}");
-    assert!(stderr.contains(&format!("selected {RANKS} processes (--job {id})")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("selected {RANKS} processes (--job {id})")),
+        "{stderr}"
+    );
     assert_all_ranks_done(&job, out.path(), &stdout);
 }
 
@@ -341,7 +344,10 @@ fn mpirun_as_the_per_node_launcher_attaches_every_rank_and_passes_failure_on() {
     ];
     let (code, stdout, stderr) = through_mpirun(&args);
     assert_ne!(code, 0, "a failed node must fail the launcher: {stderr}");
-    assert_eq!(code, 8, "Open MPI passes the first non-zero exit code on: {stderr}");
+    assert_eq!(
+        code, 8,
+        "Open MPI passes the first non-zero exit code on: {stderr}"
+    );
     assert!(stdout.contains("3 attached, 1 rejected"), "{stdout}");
     assert_eq!(failing.calls(failing.ranks[2]), ["attach=6"]);
     for r in [0, 1, 3] {

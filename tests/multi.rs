@@ -3,6 +3,7 @@
 //! per-rank output templates and the aggregated exit status. Real processes throughout.
 
 mod common;
+mod rocpd_common;
 
 use common::{records, rocprof_attach, tool_lib, wait_until, Record, Target, TargetOpts};
 use nix::sys::signal::Signal;
@@ -41,7 +42,10 @@ fn kinds(t: &Target) -> Vec<String> {
 }
 
 fn pair(r: &Record, name: &str) -> Option<String> {
-    r.pairs().into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    r.pairs()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
 }
 
 /// The row of the per-process table for `pid`: (status, first FILES cell).
@@ -184,7 +188,10 @@ fn match_selects_by_command_line_and_list_shows_the_same_selection() {
             "{stdout}"
         );
     }
-    assert!(records(&other).is_empty(), "an unmatched process is untouched");
+    assert!(
+        records(&other).is_empty(),
+        "an unmatched process is untouched"
+    );
 }
 
 #[test]
@@ -192,8 +199,21 @@ fn job_selects_slurm_open_mpi_pmix_and_flux_ids_and_rank_templates_expand_per_pr
     let job = unique("job");
     let ts = [
         spawn(&[("SLURM_JOB_ID", &job), ("SLURM_PROCID", "0")], None),
-        spawn(&[("OMPI_MCA_ess_base_jobid", &job), ("OMPI_COMM_WORLD_RANK", "1")], None),
-        spawn(&[("PMIX_NAMESPACE", &job), ("PMIX_RANK", "2"), ("MPI_RANK", "2")], None),
+        spawn(
+            &[
+                ("OMPI_MCA_ess_base_jobid", &job),
+                ("OMPI_COMM_WORLD_RANK", "1"),
+            ],
+            None,
+        ),
+        spawn(
+            &[
+                ("PMIX_NAMESPACE", &job),
+                ("PMIX_RANK", "2"),
+                ("MPI_RANK", "2"),
+            ],
+            None,
+        ),
         spawn(&[("FLUX_JOB_ID", &job), ("MPI_RANKID", "3")], None),
     ];
     let other_job = spawn(&[("SLURM_JOB_ID", &format!("{job}0"))], None);
@@ -202,7 +222,9 @@ fn job_selects_slurm_open_mpi_pmix_and_flux_ids_and_rank_templates_expand_per_pr
     assert_eq!(code, 0, "{stderr}");
     for t in &ts {
         assert!(
-            stdout.lines().any(|l| l.starts_with(&format!("{} ", t.pid)) && l.contains(&job)),
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("{} ", t.pid)) && l.contains(&job)),
             "row with the job id for {}: {stdout}",
             t.pid
         );
@@ -336,7 +358,7 @@ fn slow_and_refusing_targets_hold_up_nothing_and_the_window_starts_after_the_las
         "--parallel",
         "2",
     ];
-    let mut run = rocprof_attach(&args, &[]);
+    let run = rocprof_attach(&args, &[]);
     // With two workers, one held by the slow target, the other three still go through.
     wait_until(Duration::from_secs(20), || {
         fast.iter().all(|t| kinds(t) == ["attach=0"]) && kinds(&refusing) == ["attach=6"]
@@ -350,13 +372,20 @@ fn slow_and_refusing_targets_hold_up_nothing_and_the_window_starts_after_the_las
     std::fs::write(&gate, b"").unwrap();
     let (code, stdout, stderr) = run.finish();
     assert_eq!(code, 8, "partial: {stderr}\n{stdout}");
-    assert!(stdout.contains("4 processes: 3 attached, 1 rejected"), "{stdout}");
+    assert!(
+        stdout.contains("4 processes: 3 attached, 1 rejected"),
+        "{stdout}"
+    );
     assert_eq!(row(&stdout, refusing.pid).unwrap().0, "rejected");
     assert!(
         stdout.contains("(attach returned 6 (ROCP_REG_ROCPROFILER_ERROR))"),
         "{stdout}"
     );
-    assert_eq!(kinds(&refusing), ["attach=6"], "a refused process is not detached");
+    assert_eq!(
+        kinds(&refusing),
+        ["attach=6"],
+        "a refused process is not detached"
+    );
     let attached = [&slow, &fast[0], &fast[1]];
     let files: Vec<PathBuf> = attached
         .iter()
@@ -366,7 +395,10 @@ fn slow_and_refusing_targets_hold_up_nothing_and_the_window_starts_after_the_las
                 .path()
                 .join(hostname())
                 .join(format!("{}_standin_trace.csv", t.pid));
-            assert_eq!(row(&stdout, t.pid).unwrap(), ("attached".into(), f.display().to_string()));
+            assert_eq!(
+                row(&stdout, t.pid).unwrap(),
+                ("attached".into(), f.display().to_string())
+            );
             f
         })
         .collect();
@@ -424,10 +456,14 @@ fn parallelism_is_bounded() {
     };
     let run = rocprof_attach(&args, &[]);
     // Both workers are inside a held attach call...
-    wait_until(Duration::from_secs(20), || held.iter().all(|t| traced(t.pid)));
+    wait_until(Duration::from_secs(20), || {
+        held.iter().all(|t| traced(t.pid))
+    });
     // ...so the queued targets are not touched, however long we look.
     for _ in 0..50 {
-        assert!(queued.iter().all(|t| records(t).is_empty() && !traced(t.pid)));
+        assert!(queued
+            .iter()
+            .all(|t| records(t).is_empty() && !traced(t.pid)));
         std::thread::sleep(Duration::from_millis(4));
     }
     std::fs::write(&gate, b"").unwrap();
@@ -465,7 +501,10 @@ fn a_target_exiting_during_the_window_gives_partial_and_the_others_are_detached(
     run.signal(Signal::SIGTERM);
     let (code, stdout, stderr) = run.finish();
     assert_eq!(code, 8, "{stderr}\n{stdout}");
-    assert!(stdout.contains("3 processes: 2 attached, 1 exited"), "{stdout}");
+    assert!(
+        stdout.contains("3 processes: 2 attached, 1 exited"),
+        "{stdout}"
+    );
     assert_eq!(
         row(&stdout, gone),
         Some(("exited".into(), "(exited".into())),
@@ -512,7 +551,10 @@ fn a_refused_detach_is_reported_per_process_and_counts() {
     let (code, stdout, stderr) = rocprof_attach(&args, &[]).finish();
     assert_eq!(code, 8, "{stderr}\n{stdout}");
     assert_eq!(row(&stdout, bad.pid).unwrap().0, "rejected", "{stdout}");
-    assert!(stdout.contains("(detach returned 2 (ROCP_REG_DEADLOCK))"), "{stdout}");
+    assert!(
+        stdout.contains("(detach returned 2 (ROCP_REG_DEADLOCK))"),
+        "{stdout}"
+    );
     assert_eq!(row(&stdout, ok.pid).unwrap().0, "attached");
 
     // Alone, the same process gives the rejection's own exit code.
@@ -564,61 +606,39 @@ fn a_selected_process_that_is_also_a_descendant_is_attached_once() {
     assert_eq!(child_kinds, ["attach", "detach"]);
 }
 
-/// `rocprof-attach convert -i` over the per-rank databases gives one merged result.
-///
-/// PENDING: the rocpd converter is on branch `rocpd` and not on main yet (`convert` is a stub
-/// there). This test runs only with `--ignored`; un-ignore it when the converter lands. The
-/// per-rank databases stand in for what each rank's tool writes after an attach session.
+/// `rocprof-attach convert -i` over the per-rank databases gives one merged result: every
+/// rank's dispatches in one kernel trace. The databases stand in for what each rank's tool
+/// writes after an attach session (`<dir>/<hostname>/<pid>_results.db`).
 #[test]
-#[ignore = "needs the rocpd converter (branch `rocpd`); run with --ignored once it is merged"]
 fn convert_merges_per_rank_databases() {
     let dir = tempfile::tempdir().unwrap();
     let mut inputs = Vec::new();
-    for rank in 0..3 {
-        let db = dir.path().join(format!("host/rank{rank}_results.db"));
+    for rank in 0..3u64 {
+        let pid = 4000 + rank as i64;
+        let db = dir.path().join(format!("node{rank}/{pid}_results.db"));
         std::fs::create_dir_all(db.parent().unwrap()).unwrap();
-        minimal_rocpd(&db, 1000 + rank);
+        rocpd_common::full_db(&db, pid, rank + 1);
         inputs.push(db);
     }
-    let out = dir.path().join("merged");
-    let mut args: Vec<String> = vec!["convert".into(), "-i".into()];
-    args.extend(inputs.iter().map(|p| p.display().to_string()));
-    args.extend([
-        "-f".into(),
-        "csv".into(),
-        "-d".into(),
-        out.display().to_string(),
-        "-o".into(),
-        "all".into(),
-    ]);
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, stdout, stderr) = rocprof_attach(&refs, &[]).finish();
-    assert_eq!(code, 0, "convert: {stderr}\n{stdout}");
-    let csv = std::fs::read_to_string(out.join("all_kernel_trace.csv"))
-        .expect("one merged kernel trace");
-    for rank in 0..3 {
-        assert!(
-            csv.contains(&format!(",{},", 1000 + rank)),
-            "rank {rank}'s process id in the merged trace: {csv}"
-        );
-    }
-}
-
-/// A one-kernel rocpd database for process `pid` (layout of ROCm 7.0, schema version 3), built
-/// with SQLite directly so this test does not depend on the rocpd writer's API.
-fn minimal_rocpd(path: &Path, pid: i64) {
-    let guid = format!("00000000_0000_7000_8000_{:012x}", pid);
-    let sfx = format!("_{guid}");
-    let c = rusqlite::Connection::open(path).unwrap();
-    let sql = format!(
-        "CREATE TABLE rocpd_metadata{sfx} (id INTEGER PRIMARY KEY, tag TEXT, value TEXT);
-         INSERT INTO rocpd_metadata{sfx} (tag, value) VALUES ('schema_version', '3'), ('uuid', '{sfx}'),
-             ('guid', '{g}');
-         CREATE TABLE rocpd_info_process{sfx} (id INTEGER PRIMARY KEY, guid TEXT, nid INTEGER, ppid INTEGER,
-             pid INTEGER, init INTEGER, fini INTEGER, start INTEGER, end INTEGER, command TEXT,
-             environment TEXT, extdata TEXT);
-         INSERT INTO rocpd_info_process{sfx} VALUES (1, '{g}', 1, 1, {pid}, 0, 100, 0, 100, 'app', '{{}}', '{{}}');",
-        g = guid.replace('_', "-")
+    let single = dir.path().join("single");
+    let merged = dir.path().join("merged");
+    let convert = |inputs: &[PathBuf], out: &Path| {
+        let mut args: Vec<String> = vec!["convert".into(), "-i".into()];
+        args.extend(inputs.iter().map(|p| p.display().to_string()));
+        args.extend(["-f", "csv", "-d", s(out), "-o", "all"].map(String::from));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stdout, stderr) = rocprof_attach(&refs, &[]).finish();
+        assert_eq!(code, 0, "convert: {stderr}\n{stdout}");
+        std::fs::read_to_string(out.join("all_kernel_trace.csv")).expect("kernel trace")
+    };
+    let one = convert(&inputs[..1], &single);
+    let all = convert(&inputs, &merged);
+    let rows = |csv: &str| csv.lines().count() - 1;
+    assert!(rows(&one) > 0, "{one}");
+    assert_eq!(
+        rows(&all),
+        3 * rows(&one),
+        "one merged trace with every rank's rows: {all}"
     );
-    c.execute_batch(&sql).unwrap();
+    assert_eq!(all.lines().next(), one.lines().next(), "same header");
 }
