@@ -35,8 +35,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// One session over `pids`; returns (wall ms, CPU ms of rocprof-attach and its agents).
-fn session(pids: &str, parallel: usize, out: &str, tool: &str) -> (f64, f64) {
+/// One session over `pids` writing into a fresh directory (so the before/after scan of the
+/// output directory stays the same size); returns (wall ms, CPU ms of rocprof-attach and agents).
+fn session(pids: &str, parallel: usize, tool: &str) -> (f64, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
     let cpu0 = children_cpu_ms();
     let start = Instant::now();
     let res = Command::new(common::bin())
@@ -87,8 +90,6 @@ fn main() {
             })
         })
         .collect();
-    let out = tempfile::tempdir().unwrap();
-    let out_s = out.path().to_str().unwrap();
     println!(
         "| targets | --parallel | wall ms (median of {reps}) | × one target | CPU ms (rocprof-attach + agents) | CPU ms per target |"
     );
@@ -101,9 +102,9 @@ fn main() {
                 .map(|t| t.pid.to_string())
                 .collect::<Vec<_>>()
                 .join(",");
-            session(&pids, parallel, out_s, tool); // warm-up (and the first attach loads the tool)
+            session(&pids, parallel, tool); // warm-up (and the first attach loads the tool)
             let runs: Vec<(f64, f64)> = (0..reps)
-                .map(|_| session(&pids, parallel, out_s, tool))
+                .map(|_| session(&pids, parallel, tool))
                 .collect();
             let wall = median(runs.iter().map(|r| r.0).collect());
             let cpu = median(runs.iter().map(|r| r.1).collect());
