@@ -103,9 +103,7 @@ fn main() {
                 .collect::<Vec<_>>()
                 .join(",");
             session(&pids, parallel, tool); // warm-up (and the first attach loads the tool)
-            let runs: Vec<(f64, f64)> = (0..reps)
-                .map(|_| session(&pids, parallel, tool))
-                .collect();
+            let runs: Vec<(f64, f64)> = (0..reps).map(|_| session(&pids, parallel, tool)).collect();
             let wall = median(runs.iter().map(|r| r.0).collect());
             let cpu = median(runs.iter().map(|r| r.1).collect());
             let base = *one.get_or_insert(wall);

@@ -369,7 +369,10 @@ fn srun_overlap_step_attaches_to_the_jobs_ranks() {
         .arg("-h")
         .output()
         .is_ok_and(|o| o.status.success());
-    assert!(ok, "sinfo failed: start slurmctld, slurmd and munged (docs/cluster.md)");
+    assert!(
+        ok,
+        "sinfo failed: start slurmctld, slurmd and munged (docs/cluster.md)"
+    );
     let name = format!("rpa-{}", std::process::id());
     let mut job = Command::new("srun")
         .args(["-n", "2", "-J", &name, "--export=ALL"])
@@ -397,7 +400,14 @@ fn srun_overlap_step_attaches_to_the_jobs_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let tool = tool_lib();
     let res = Command::new("srun")
-        .args(["--jobid", &id, "--overlap", "-N", "1", "--ntasks-per-node=1"])
+        .args([
+            "--jobid",
+            &id,
+            "--overlap",
+            "-N",
+            "1",
+            "--ntasks-per-node=1",
+        ])
         .arg(common::bin())
         .args(["--job", &id, "--kernel-trace", "-t", s(&tool)])
         .args(["--attach-duration-msec", "200", "-d", s(dir.path())])
@@ -413,6 +423,9 @@ fn srun_overlap_step_attaches_to_the_jobs_ranks() {
     assert_eq!(res.status.code(), Some(0), "{stderr}\n{stdout}");
     assert!(stdout.contains("2 processes: 2 attached"), "{stdout}");
     for pid in pids {
-        assert!(stdout.contains(&format!("/{pid}_standin_trace.csv")), "{stdout}");
+        assert!(
+            stdout.contains(&format!("/{pid}_standin_trace.csv")),
+            "{stdout}"
+        );
     }
 }
