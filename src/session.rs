@@ -5,7 +5,7 @@
 //! released in between (protocol section 11.9). Every way a session can end (Enter, a signal,
 //! the duration, the target's exit) goes through the same detach of every attached process.
 
-use crate::agent::{self, CallTimeouts, Job, Outcome};
+use crate::agent::{self, Agents, CallTimeouts, Job, Outcome};
 use crate::elf::RemoteLibrary;
 use crate::envbuf::{self, EnvList};
 use crate::error::{Error, ExitCode, Result};
@@ -158,11 +158,13 @@ struct Session {
     tx: Sender<Event>,
     rx: Receiver<Event>,
     _signals: SignalWatcher,
-    timeouts: CallTimeouts,
+    agents: Agents,
 }
 
 impl Session {
     fn new(req: AttachRequest) -> Result<Self> {
+        // First, while we are still single-threaded: the agent server forks cheap agents.
+        let agents = Agents::start(CallTimeouts::default());
         let (tx, rx) = channel();
         let signals = SignalWatcher::install(tx.clone(), Event::Signal)
             .map_err(|e| Error::io("installing the SIGINT/SIGTERM/SIGHUP handlers", e))?;
@@ -171,7 +173,7 @@ impl Session {
             tx,
             rx,
             _signals: signals,
-            timeouts: CallTimeouts::default(),
+            agents,
         })
     }
 
@@ -344,8 +346,8 @@ impl Session {
                     p.report.pid == p.root || attached.iter().any(|a: &Attached| a.pid == p.root)
                 })
                 .collect();
-            let (req, timeouts) = (&self.req, self.timeouts);
-            let results = parallel(&phase, req.parallelism, |p| attach_one(req, timeouts, p));
+            let (req, agents) = (&self.req, &self.agents);
+            let results = parallel(&phase, req.parallelism, |p| attach_one(req, agents, p));
             for (p, r) in phase.iter().zip(results) {
                 match r {
                     Ok(a) => {
@@ -463,7 +465,7 @@ impl Session {
         } else {
             info("detaching (output is written in the background by the target)");
         }
-        let (req, timeouts) = (&self.req, self.timeouts);
+        let (req, agents) = (&self.req, &self.agents);
         let results = std::thread::scope(|scope| {
             let tx = self.tx.clone();
             scope.spawn(move || {
@@ -471,7 +473,7 @@ impl Session {
                     .iter()
                     .map(|a| a.pid)
                     .zip(parallel(attached, req.parallelism, |a| {
-                        detach_one(timeouts, a)
+                        detach_one(agents, a)
                     }))
                     .collect();
                 let _ = tx.send(Event::Detached(r));
@@ -611,11 +613,10 @@ impl Session {
 }
 
 /// Attach one process through the agent.
-fn attach_one(req: &AttachRequest, timeouts: CallTimeouts, p: &Planned) -> Result<Attached> {
+fn attach_one(req: &AttachRequest, agents: &Agents, p: &Planned) -> Result<Attached> {
     let pid = p.report.pid;
-    let lib = RemoteLibrary::locate(pid, REGISTER_LIBRARY)?;
-    let function = lib.symbol("rocprofiler_register_attach")?;
-    let site = procfs::at_entry(pid)?;
+    // Located by the preflight just before (same maps snapshot, no second ELF lookup).
+    let (function, site) = (p.report.register_attach_addr, p.report.entry);
     let tool = p.report.tool.string.clone();
     let mut env = req.env.clone();
     // As the launcher does: the chosen tool travels in the buffer too.
@@ -630,13 +631,13 @@ fn attach_one(req: &AttachRequest, timeouts: CallTimeouts, p: &Planned) -> Resul
         site,
         function,
     };
-    let outcome = agent::run(&target, &job, timeouts)?;
+    let outcome = agents.run(&target, &job)?;
     let outcome = call_result(pid, "attach", outcome)?;
     Ok(Attached { pid, tool, outcome })
 }
 
 /// Detach one process through the agent.
-fn detach_one(timeouts: CallTimeouts, a: &Attached) -> Result<Outcome> {
+fn detach_one(agents: &Agents, a: &Attached) -> Result<Outcome> {
     let pid = a.pid;
     let gone = |e: Error| match e {
         Error::ProcessGone { .. } | Error::TargetDied { .. } => Error::TargetExited { pid },
@@ -652,17 +653,17 @@ fn detach_one(timeouts: CallTimeouts, a: &Attached) -> Result<Outcome> {
     let lib = RemoteLibrary::locate(pid, REGISTER_LIBRARY).map_err(gone)?;
     let function = lib.symbol("rocprofiler_register_detach")?;
     let site = procfs::at_entry(pid).map_err(gone)?;
-    let outcome = agent::run(
-        &agent::Target {
-            pid,
-            tid,
-            site,
-            function,
-        },
-        &Job::Detach,
-        timeouts,
-    )
-    .map_err(gone)?;
+    let outcome = agents
+        .run(
+            &agent::Target {
+                pid,
+                tid,
+                site,
+                function,
+            },
+            &Job::Detach,
+        )
+        .map_err(gone)?;
     call_result(pid, "detach", outcome)
 }
 
