@@ -199,7 +199,7 @@ impl Session {
             if failures.len() > 1 {
                 print_table(&results_of(&[], &[], &[], &failures, &[]), &[]);
             }
-            return Err(first_failure(failures));
+            return Ok(nothing_attached(&failures));
         }
         let pids: Vec<i32> = attached.iter().map(|a| a.pid).collect();
         info(format!(
@@ -288,6 +288,7 @@ impl Session {
                     if roots.len() == 1 {
                         return Err(e);
                     }
+                    report_error(&e);
                     failures.push((root, e));
                     continue;
                 }
@@ -959,18 +960,22 @@ fn no_output_hint(req: &AttachRequest, attached: &[Attached]) -> String {
     msg
 }
 
-fn first_failure(failures: Failures) -> Error {
-    let n = failures.len();
-    match failures.into_iter().next() {
-        Some((_, e)) if n == 1 => e,
-        Some((_, e)) => Error::Partial(format!(
-            "no process could be attached ({n} failed); first error: {e}"
-        )),
-        None => Error::NotAttachable {
-            pid: 0,
-            reason: "nothing to attach to".into(),
-        },
+/// The exit code when nothing could be attached (every failure was already printed). When all
+/// failed for the same kind of reason, that reason's code is the honest one (3 when all are gone,
+/// 6 when all refused, ...); mixed reasons give 8.
+fn nothing_attached(failures: &Failures) -> ExitCode {
+    let Some((_, first)) = failures.first() else {
+        return ExitCode::NotAttachable;
+    };
+    let code = first.exit_code();
+    if failures.iter().all(|(_, e)| e.exit_code() == code) {
+        return code;
     }
+    eprintln!(
+        "rocprof-attach: error: no process could be attached ({} failed, for different reasons)",
+        failures.len()
+    );
+    ExitCode::Partial
 }
 
 /// The selection as the user wrote it.
