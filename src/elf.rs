@@ -10,11 +10,12 @@ use object::elf;
 use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _, Sym as _};
 use object::read::{ReadCache, ReadRef, StringTable};
 use object::LittleEndian;
+use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 type Header = elf::FileHeader64<LittleEndian>;
 type Sym64 = elf::Sym64<LittleEndian>;
@@ -81,9 +82,17 @@ impl RemoteLibrary {
         Self::locate_with(pid, name, false)
     }
 
+    /// Like [`RemoteLibrary::locate`] with a `/proc/PID/maps` snapshot the caller already read.
+    pub fn locate_in(pid: i32, name: &str, maps: &[Mapping]) -> Result<Self> {
+        Self::locate_from(pid, name, maps, true)
+    }
+
     fn locate_with(pid: i32, name: &str, map_files: bool) -> Result<Self> {
-        let maps = procfs::maps(pid)?;
-        let group = pick_one(pid, name, candidate_objects(&maps, name))?;
+        Self::locate_from(pid, name, &procfs::maps(pid)?, map_files)
+    }
+
+    fn locate_from(pid: i32, name: &str, maps: &[Mapping], map_files: bool) -> Result<Self> {
+        let group = pick_one(pid, name, candidate_objects(maps, name))?;
         let first = &group[0];
         let path = first.path.clone().unwrap_or_default();
         let (image, opened, same_file) = open_object(pid, first, map_files)?;
@@ -106,7 +115,7 @@ impl RemoteLibrary {
             file_id: first.file_id(),
             opened,
             mappings: group,
-            image: Arc::new(image),
+            image,
         };
         if !same_file {
             lib.verify_build_id()?;
@@ -280,14 +289,18 @@ fn same_file(meta: &std::fs::Metadata, m: &Mapping) -> bool {
 
 /// Read the object: map_files first (accepted when dev/inode match), else the path in the target root.
 /// Returns (bytes, path opened, opened file is the mapped inode).
-fn open_object(pid: i32, m: &Mapping, try_map_files: bool) -> Result<(Vec<u8>, PathBuf, bool)> {
+fn open_object(
+    pid: i32,
+    m: &Mapping,
+    try_map_files: bool,
+) -> Result<(Arc<Vec<u8>>, PathBuf, bool)> {
     let map_file = procfs::proc_dir(pid).join(format!("map_files/{:x}-{:x}", m.start, m.end));
     if let Some(file) = try_map_files
         .then(|| std::fs::File::open(&map_file).ok())
         .flatten()
     {
-        if file.metadata().is_ok_and(|meta| same_file(&meta, m)) {
-            return Ok((read_limited(file, &map_file)?, map_file, true));
+        if let Some(meta) = file.metadata().ok().filter(|meta| same_file(meta, m)) {
+            return Ok((cached_image(file, &meta, &map_file)?, map_file, true));
         }
     }
     let path = m.path.as_deref().unwrap_or_default();
@@ -297,7 +310,47 @@ fn open_object(pid: i32, m: &Mapping, try_map_files: bool) -> Result<(Vec<u8>, P
         .metadata()
         .map_err(|e| Error::io(format!("stat {}", in_root.display()), e))?;
     let same = same_file(&meta, m);
-    Ok((read_limited(file, &in_root)?, in_root, same))
+    if same {
+        return Ok((cached_image(file, &meta, &in_root)?, in_root, true));
+    }
+    Ok((Arc::new(read_limited(file, &in_root)?), in_root, false))
+}
+
+/// Identity of a file's content for the image cache: device, inode, size, modification time.
+type ImageKey = (u64, u64, u64, i64, i64);
+
+/// Images of objects that are exactly the mapped inode, shared by every lookup of this process
+/// (all ranks of a job map the same librocprofiler-register, and attach, detach and preflight
+/// all look it up): read and keep once, keyed by file identity and modification time.
+fn cached_image(
+    file: std::fs::File,
+    meta: &std::fs::Metadata,
+    path: &Path,
+) -> Result<Arc<Vec<u8>>> {
+    static CACHE: Mutex<Option<HashMap<ImageKey, Arc<Vec<u8>>>>> = Mutex::new(None);
+    let key = (
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    );
+    if let Some(hit) = CACHE
+        .lock()
+        .ok()
+        .and_then(|c| c.as_ref().and_then(|m| m.get(&key).cloned()))
+    {
+        return Ok(hit);
+    }
+    let image = Arc::new(read_limited(file, path)?);
+    if let Ok(mut c) = CACHE.lock() {
+        let map = c.get_or_insert_with(HashMap::new);
+        if map.len() >= 16 {
+            map.clear();
+        }
+        map.insert(key, image.clone());
+    }
+    Ok(image)
 }
 
 fn open_error(pid: i32, m: &Mapping, tried: &Path, e: std::io::Error) -> Error {

@@ -19,7 +19,7 @@ use nix::errno::Errno;
 use std::time::{Duration, Instant};
 
 /// Bounds for the waits of an injection.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct Timeouts {
     /// How long to wait for the thread to stop after PTRACE_INTERRUPT.
     pub stop: Duration,

@@ -127,6 +127,103 @@ pub fn owner(path: &Path, pids: &[i32]) -> Option<i32> {
         .find(|p| tokens.contains(&p.to_string().as_str()))
 }
 
+/// Variables holding the MPI rank, in the order rocprofv3 consults them for `%rank%` (after
+/// `SLURM_PROCID`).
+const RANK_VARIABLES: [&str; 6] = [
+    "SLURM_PROCID",
+    "MPI_RANK",
+    "MPI_LOCALRANKID",
+    "MPI_RANKID",
+    "MV2_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_RANK",
+];
+
+/// The path prefix process `pid`'s tool will write under: `<dir>/<file>` with the per-process
+/// keys expanded as the tool does (`%pid%`, `%ppid%`, `%hostname%`, `%rank%`, `%job%`,
+/// `%env{NAME}%`). None when the template uses a key not handled here, or the process cannot
+/// be read; callers then fall back to [`owner`].
+pub fn expected_prefix(pid: i32, dir: &Path, file: &str) -> Option<String> {
+    let template = format!("{}/{}", dir.display(), file);
+    if !template.contains('%') {
+        return Some(template);
+    }
+    let env = procfs::environ(pid).ok()?;
+    let var = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+    let mut out = String::new();
+    let mut rest = template.as_str();
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let end = after.find('%')?;
+        let key = &after[..end];
+        let value = match key {
+            "pid" => pid.to_string(),
+            "ppid" => procfs::status(pid).ok()?.ppid.to_string(),
+            "hostname" => hostname_of(pid)?,
+            "rank" => RANK_VARIABLES
+                .iter()
+                .find_map(|v| var(v))
+                .unwrap_or("0")
+                .to_string(),
+            "job" => var("SLURM_JOB_ID").unwrap_or("0").to_string(),
+            k if k.starts_with("env{") && k.ends_with('}') => {
+                let v = var(&k[4..k.len() - 1]).unwrap_or("");
+                v.trim_start_matches(['\t', ' ', '/'])
+                    .replace(['\t', ' ', '/'], "_")
+            }
+            _ => return None,
+        };
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// The host name process `pid` sees, when it shares our UTS namespace.
+fn hostname_of(pid: i32) -> Option<String> {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/uts")).ok();
+    if ns("self")? != ns(&pid.to_string())? {
+        return None;
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+}
+
+/// Which process wrote each file: the one whose [`expected_prefix`] is the longest unique
+/// prefix of the file's path (so `%rank%` and `%hostname%` names are attributed), else a number
+/// token equal to one of the PIDs ([`owner`]).
+pub fn owners(files: &[WrittenFile], prefixes: &[(i32, Option<String>)]) -> Vec<Option<i32>> {
+    let pids: Vec<i32> = prefixes.iter().map(|(p, _)| *p).collect();
+    files
+        .iter()
+        .map(|f| {
+            let path = f.path.to_string_lossy();
+            let mut best: Option<(usize, i32)> = None;
+            let mut tie = false;
+            for (pid, prefix) in prefixes {
+                let Some(prefix) = prefix else { continue };
+                if !path.starts_with(prefix.as_str()) {
+                    continue;
+                }
+                match best {
+                    Some((len, _)) if len > prefix.len() => {}
+                    Some((len, _)) if len == prefix.len() => tie = true,
+                    _ => {
+                        best = Some((prefix.len(), *pid));
+                        tie = false;
+                    }
+                }
+            }
+            match best {
+                Some((_, pid)) if !tie => Some(pid),
+                _ => owner(&f.path, &pids),
+            }
+        })
+        .collect()
+}
+
 /// Human-readable size.
 pub fn human_size(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
@@ -167,6 +264,36 @@ mod tests {
             Some(1234)
         );
         assert_eq!(owner(Path::new("/o/host/12345_results.db"), &[1234]), None);
+    }
+
+    #[test]
+    fn owners_by_expanded_prefix_then_pid_token() {
+        let me = std::process::id() as i32;
+        let file = |p: &str| WrittenFile {
+            path: PathBuf::from(p),
+            host_path: PathBuf::from(p),
+            size: 0,
+        };
+        let prefix = expected_prefix(me, Path::new("/o/%pid%"), "r%rank%_%env{NO_SUCH_VAR_X}%x")
+            .expect("known keys");
+        assert_eq!(prefix, format!("/o/{me}/r0_x"));
+        assert_eq!(expected_prefix(me, Path::new("/o"), "%argv%"), None);
+        let prefixes = vec![
+            (1, Some("/o/rank1".to_string())),
+            (2, Some("/o/rank10".to_string())),
+            (3, Some("/o/same".to_string())),
+            (4, Some("/o/same".to_string())),
+        ];
+        let files = [
+            file("/o/rank10_a.csv"),
+            file("/o/rank1_a.csv"),
+            file("/o/same_4_a.csv"),
+            file("/o/other.csv"),
+        ];
+        assert_eq!(
+            owners(&files, &prefixes),
+            vec![Some(2), Some(1), Some(4), None]
+        );
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct Report {
     pub register_path: String,
     /// Address of `rocprofiler_register_attach` in the target.
     pub register_attach_addr: u64,
+    /// Address of `rocprofiler_register_detach` in the target.
+    pub register_detach_addr: u64,
+    /// Injection site: the program entry point (AT_ENTRY).
+    pub entry: u64,
     /// The mapped librocprofiler-sdk-attach, if any.
     pub attach_library: Option<SdkLibrary>,
     /// Every ROCm profiling library mapped (register, core, attach, tool), with versions.
@@ -84,6 +88,8 @@ pub struct ListEntry {
     pub libraries: Vec<SdkLibrary>,
     /// Command line, space-joined.
     pub command: String,
+    /// The job id found in its environment (first of [`JOB_ID_VARIABLES`]), if readable.
+    pub job: Option<String>,
 }
 
 fn not_attachable(pid: i32, reason: impl Into<String>) -> Error {
@@ -112,7 +118,9 @@ pub fn check(pid: i32, tool: Option<&str>) -> Result<Report> {
     let libs = toolpath::sdk_libraries(&maps);
     let listener_tid = find_listener(pid, &status, &maps, &libs, env.as_ref().ok(), &mut warnings)?;
     check_not_traced(pid, Some(listener_tid))?;
-    let (register_path, register_attach_addr) = locate_register(pid, &libs)?;
+    let (register_path, register_attach_addr, register_detach_addr) =
+        locate_register(pid, &libs, &maps)?;
+    let entry = procfs::at_entry(pid)?;
     let tool = toolpath::choose(pid, tool, toolpath::at_secure())?;
     env_warnings(pid, &env, &mut warnings);
     library_warnings(&libs, &mut warnings);
@@ -121,6 +129,8 @@ pub fn check(pid: i32, tool: Option<&str>) -> Result<Report> {
         listener_tid,
         register_path,
         register_attach_addr,
+        register_detach_addr,
+        entry,
         attach_library: libs.iter().find(|l| l.kind == SdkKind::Attach).cloned(),
         sdk_libraries: libs,
         tool,
@@ -421,7 +431,11 @@ fn configure_exporters(pid: i32, maps: &[Mapping]) -> Vec<String> {
 }
 
 /// Locate librocprofiler-register and `rocprofiler_register_attach` (only reads /proc and memory).
-fn locate_register(pid: i32, libs: &[SdkLibrary]) -> Result<(String, u64)> {
+fn locate_register(
+    pid: i32,
+    libs: &[SdkLibrary],
+    maps: &[procfs::Mapping],
+) -> Result<(String, u64, u64)> {
     if !has_kind(libs, SdkKind::Register) {
         return Err(not_attachable(
             pid,
@@ -433,9 +447,10 @@ fn locate_register(pid: i32, libs: &[SdkLibrary]) -> Result<(String, u64)> {
             ),
         ));
     }
-    let lib = RemoteLibrary::locate(pid, REGISTER_LIBRARY)?;
-    let addr = lib.symbol(ATTACH_SYMBOL)?;
-    Ok((lib.path, addr))
+    let lib = RemoteLibrary::locate_in(pid, REGISTER_LIBRARY, maps)?;
+    let attach = lib.symbol(ATTACH_SYMBOL)?;
+    let detach = lib.symbol("rocprofiler_register_detach")?;
+    Ok((lib.path, attach, detach))
 }
 
 fn env_warnings(pid: i32, env: &Result<Vec<(String, String)>>, warnings: &mut Vec<String>) {
@@ -564,15 +579,16 @@ pub fn run_list(selection: &TargetSelection) -> crate::ExitCode {
         }
     };
     println!(
-        "{:<8} {:<9} {:<50} COMMAND",
-        "PID", "LISTENER", "ROCPROFILER LIBRARIES"
+        "{:<8} {:<9} {:<12} {:<50} COMMAND",
+        "PID", "LISTENER", "JOB", "ROCPROFILER LIBRARIES"
     );
     for e in &entries {
         let listener = if e.listener { "yes" } else { "no" };
         println!(
-            "{:<8} {:<9} {:<50} {}",
+            "{:<8} {:<9} {:<12} {:<50} {}",
             e.pid,
             listener,
+            e.job.as_deref().unwrap_or("-"),
             describe_libraries(&e.libraries),
             e.command
         );
@@ -664,6 +680,7 @@ fn entry(pid: i32) -> Result<ListEntry> {
         listener,
         libraries,
         command: command_line(pid),
+        job: job_id(pid),
     })
 }
 
@@ -732,7 +749,16 @@ fn rocm_entry(pid: i32) -> Result<Option<ListEntry>> {
         listener,
         libraries,
         command: command_line(pid),
+        job: job_id(pid),
     }))
+}
+
+/// The job id in the environment of `pid`: the first of [`JOB_ID_VARIABLES`] that is set.
+fn job_id(pid: i32) -> Option<String> {
+    let env = procfs::environ(pid).ok()?;
+    JOB_ID_VARIABLES
+        .iter()
+        .find_map(|v| env_value(&env, v).map(str::to_string))
 }
 
 fn read_trimmed(path: &str) -> Option<String> {

@@ -558,6 +558,14 @@ pub(crate) fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
+/// Take ownership of a descriptor received from another process (SCM_RIGHTS).
+pub(crate) fn own_fd(fd: std::os::fd::RawFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the kernel just installed `fd` in our table for this message; nothing else in this
+    // process refers to it, so this OwnedFd is its only owner.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+}
+
 /// Block the signals a terminal, a job launcher or a dying parent would send, in this thread.
 pub(crate) fn block_terminal_signals() {
     use nix::sys::signal::{SigSet, SigmaskHow, Signal};

@@ -5,7 +5,7 @@
 //! released in between (protocol section 11.9). Every way a session can end (Enter, a signal,
 //! the duration, the target's exit) goes through the same detach of every attached process.
 
-use crate::agent::{self, CallTimeouts, Job, Outcome};
+use crate::agent::{self, Agents, CallTimeouts, Job, Outcome};
 use crate::elf::RemoteLibrary;
 use crate::envbuf::{self, EnvList};
 use crate::error::{Error, ExitCode, Result};
@@ -158,11 +158,13 @@ struct Session {
     tx: Sender<Event>,
     rx: Receiver<Event>,
     _signals: SignalWatcher,
-    timeouts: CallTimeouts,
+    agents: Agents,
 }
 
 impl Session {
     fn new(req: AttachRequest) -> Result<Self> {
+        // First, while we are still single-threaded: the agent server forks cheap agents.
+        let agents = Agents::start(CallTimeouts::default());
         let (tx, rx) = channel();
         let signals = SignalWatcher::install(tx.clone(), Event::Signal)
             .map_err(|e| Error::io("installing the SIGINT/SIGTERM/SIGHUP handlers", e))?;
@@ -171,7 +173,7 @@ impl Session {
             tx,
             rx,
             _signals: signals,
-            timeouts: CallTimeouts::default(),
+            agents,
         })
     }
 
@@ -179,11 +181,25 @@ impl Session {
         let roots = self.select()?;
         let (plan, mut failures) = self.plan(&roots)?;
         let snapshots = snapshots(&plan, &self.req.output_dir);
+        // Expanded before attaching: a process that exits during the session can still be
+        // credited with its files.
+        let prefixes: Vec<(i32, Option<String>)> = plan
+            .iter()
+            .map(|p| {
+                let pid = p.report.pid;
+                let prefix =
+                    outputs::expected_prefix(pid, &self.req.output_dir, &self.req.output_file);
+                (pid, prefix)
+            })
+            .collect();
 
         let (attached, attach_failures, interrupted) = self.attach_all(&plan);
         failures.extend(attach_failures);
         if attached.is_empty() {
-            return Err(first_failure(failures));
+            if failures.len() > 1 {
+                print_table(&results_of(&[], &[], &[], &failures, &[]), &[]);
+            }
+            return Ok(nothing_attached(&failures));
         }
         let pids: Vec<i32> = attached.iter().map(|a| a.pid).collect();
         info(format!(
@@ -211,23 +227,14 @@ impl Session {
             .cloned()
             .collect();
         let (detached, detach_failures) = self.detach_all(&still_running);
-        let gone: Vec<i32> = exited
-            .iter()
-            .copied()
-            .chain(
-                detach_failures
-                    .iter()
-                    .filter(|(_, e)| matches!(e, Error::TargetExited { .. }))
-                    .map(|(p, _)| *p),
-            )
-            .collect();
         for (pid, e) in &detach_failures {
             if !matches!(e, Error::TargetExited { .. }) {
                 warn(format!("detach from process {pid}: {e}"));
             }
         }
         let files: Vec<WrittenFile> = snapshots.values().flat_map(Snapshot::changes).collect();
-        self.finish(&attached, &detached, &gone, failures, files)
+        let results = results_of(&plan, &attached, &exited, &failures, &detach_failures);
+        self.finish(&attached, &detached, &results, &prefixes, files)
     }
 
     /// Resolve the selection to root PIDs, reporting processes we could not read.
@@ -237,13 +244,29 @@ impl Session {
             warn(format!("cannot inspect process {pid}: {why}"));
         }
         if sel.pids.is_empty() {
-            return Err(Error::NotAttachable {
-                pid: 0,
-                reason: format!(
-                    "no process matches {:?}; `rocprof-attach --list` shows the attachable processes on this machine",
-                    self.req.targets
-                ),
-            });
+            let reason = format!(
+                "no process matches {}; `rocprof-attach --list` shows the attachable processes on this machine",
+                describe(&self.req.targets)
+            );
+            if !sel.unreadable.is_empty() {
+                return Err(Error::ProcRead {
+                    path: PathBuf::from("/proc"),
+                    source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+                    hint:
+                        "no process matched among those readable, and some could not be examined \
+                           (listed above): run rocprof-attach as their owner or as root",
+                });
+            }
+            return Err(Error::NotAttachable { pid: 0, reason });
+        }
+        if sel.pids.len() > 1 || !matches!(self.req.targets, TargetSelection::Pids(_)) {
+            info(format!(
+                "selected {} process{} ({}): {}",
+                sel.pids.len(),
+                if sel.pids.len() == 1 { "" } else { "es" },
+                describe(&self.req.targets),
+                join(&sel.pids)
+            ));
         }
         Ok(sel.pids)
     }
@@ -255,12 +278,17 @@ impl Session {
         let mut plan = Vec::new();
         let mut failures = Vec::new();
         for &root in roots {
+            // A selected process may already be planned as a descendant of an earlier root.
+            if plan.iter().any(|p: &Planned| p.report.pid == root) {
+                continue;
+            }
             let report = match preflight::check(root, tool) {
                 Ok(r) => r,
                 Err(e) => {
                     if roots.len() == 1 {
                         return Err(e);
                     }
+                    report_error(&e);
                     failures.push((root, e));
                     continue;
                 }
@@ -319,8 +347,8 @@ impl Session {
                     p.report.pid == p.root || attached.iter().any(|a: &Attached| a.pid == p.root)
                 })
                 .collect();
-            let (req, timeouts) = (&self.req, self.timeouts);
-            let results = parallel(&phase, req.parallelism, |p| attach_one(req, timeouts, p));
+            let (req, agents) = (&self.req, &self.agents);
+            let results = parallel(&phase, req.parallelism, |p| attach_one(req, agents, p));
             for (p, r) in phase.iter().zip(results) {
                 match r {
                     Ok(a) => {
@@ -438,7 +466,7 @@ impl Session {
         } else {
             info("detaching (output is written in the background by the target)");
         }
-        let (req, timeouts) = (&self.req, self.timeouts);
+        let (req, agents) = (&self.req, &self.agents);
         let results = std::thread::scope(|scope| {
             let tx = self.tx.clone();
             scope.spawn(move || {
@@ -446,7 +474,7 @@ impl Session {
                     .iter()
                     .map(|a| a.pid)
                     .zip(parallel(attached, req.parallelism, |a| {
-                        detach_one(timeouts, a)
+                        detach_one(agents, a)
                     }))
                     .collect();
                 let _ = tx.send(Event::Detached(r));
@@ -474,13 +502,14 @@ impl Session {
         (ok, failed)
     }
 
-    /// Report files and decide the exit code.
+    /// Report files and per-process results, and decide the exit code: 0 when every process
+    /// was attached and detached, 8 when only some were, else the code of what went wrong.
     fn finish(
         &self,
         attached: &[Attached],
         detached: &[(i32, Outcome)],
-        gone: &[i32],
-        failures: Failures,
+        results: &[ProcessResult],
+        prefixes: &[(i32, Option<String>)],
         files: Vec<WrittenFile>,
     ) -> Result<ExitCode> {
         let pids: Vec<i32> = attached.iter().map(|a| a.pid).collect();
@@ -492,7 +521,13 @@ impl Session {
         }
         let mut files = files;
         files.extend(self.convert_missing_formats(&files));
-        print_files(&files, &pids);
+        let owners = outputs::owners(&files, prefixes);
+        print_files(&files, &owners, pids.len() > 1);
+        if results.len() > 1 {
+            let pairs: Vec<(Option<i32>, &WrittenFile)> =
+                owners.iter().copied().zip(files.iter()).collect();
+            print_table(results, &pairs);
+        }
         if self.req.summary {
             self.print_summary(&files);
         }
@@ -507,25 +542,20 @@ impl Session {
             }
             return Err(Error::NoOutput(no_output_hint(&self.req, attached)));
         }
-        if !gone.is_empty() {
+        let exited: Vec<i32> = results
+            .iter()
+            .filter(|r| r.status == Status::Exited)
+            .map(|r| r.pid)
+            .collect();
+        if !exited.is_empty() {
             warn(format!(
-                "process{} {} exited during the session; its output may be incomplete",
-                plural(gone.len()),
-                join(gone)
+                "process{} {} exited during the session; {} output may be incomplete",
+                plural(exited.len()),
+                join(&exited),
+                if exited.len() == 1 { "its" } else { "their" }
             ));
-            return Ok(ExitCode::TargetExited);
         }
-        if !failures.is_empty() {
-            let failed: Vec<i32> = failures.iter().map(|(p, _)| *p).collect();
-            warn(format!(
-                "partial success: attached {} of {} processes (failed: {})",
-                pids.len(),
-                pids.len() + failed.len(),
-                join(&failed)
-            ));
-            return Ok(ExitCode::Partial);
-        }
-        Ok(ExitCode::Success)
+        Ok(aggregate(results))
     }
 
     /// If the user asked for CSV or JSON and the tool only wrote rocpd databases, convert them.
@@ -592,11 +622,10 @@ impl Session {
 }
 
 /// Attach one process through the agent.
-fn attach_one(req: &AttachRequest, timeouts: CallTimeouts, p: &Planned) -> Result<Attached> {
+fn attach_one(req: &AttachRequest, agents: &Agents, p: &Planned) -> Result<Attached> {
     let pid = p.report.pid;
-    let lib = RemoteLibrary::locate(pid, REGISTER_LIBRARY)?;
-    let function = lib.symbol("rocprofiler_register_attach")?;
-    let site = procfs::at_entry(pid)?;
+    // Located by the preflight just before (same maps snapshot, no second ELF lookup).
+    let (function, site) = (p.report.register_attach_addr, p.report.entry);
     let tool = p.report.tool.string.clone();
     let mut env = req.env.clone();
     // As the launcher does: the chosen tool travels in the buffer too.
@@ -611,13 +640,13 @@ fn attach_one(req: &AttachRequest, timeouts: CallTimeouts, p: &Planned) -> Resul
         site,
         function,
     };
-    let outcome = agent::run(&target, &job, timeouts)?;
+    let outcome = agents.run(&target, &job)?;
     let outcome = call_result(pid, "attach", outcome)?;
     Ok(Attached { pid, tool, outcome })
 }
 
 /// Detach one process through the agent.
-fn detach_one(timeouts: CallTimeouts, a: &Attached) -> Result<Outcome> {
+fn detach_one(agents: &Agents, a: &Attached) -> Result<Outcome> {
     let pid = a.pid;
     let gone = |e: Error| match e {
         Error::ProcessGone { .. } | Error::TargetDied { .. } => Error::TargetExited { pid },
@@ -633,17 +662,17 @@ fn detach_one(timeouts: CallTimeouts, a: &Attached) -> Result<Outcome> {
     let lib = RemoteLibrary::locate(pid, REGISTER_LIBRARY).map_err(gone)?;
     let function = lib.symbol("rocprofiler_register_detach")?;
     let site = procfs::at_entry(pid).map_err(gone)?;
-    let outcome = agent::run(
-        &agent::Target {
-            pid,
-            tid,
-            site,
-            function,
-        },
-        &Job::Detach,
-        timeouts,
-    )
-    .map_err(gone)?;
+    let outcome = agents
+        .run(
+            &agent::Target {
+                pid,
+                tid,
+                site,
+                function,
+            },
+            &Job::Detach,
+        )
+        .map_err(gone)?;
     call_result(pid, "detach", outcome)
 }
 
@@ -695,16 +724,13 @@ fn snapshots(plan: &[Planned], dir: &std::path::Path) -> HashMap<(u64, u64), Sna
     map
 }
 
-fn print_files(files: &[WrittenFile], pids: &[i32]) {
+fn print_files(files: &[WrittenFile], owners: &[Option<i32>], by_pid: bool) {
     if files.is_empty() {
         return;
     }
     let mut by_owner: BTreeMap<Option<i32>, Vec<&WrittenFile>> = BTreeMap::new();
-    for f in files {
-        by_owner
-            .entry(outputs::owner(&f.path, pids))
-            .or_default()
-            .push(f);
+    for (f, owner) in files.iter().zip(owners) {
+        by_owner.entry(*owner).or_default().push(f);
     }
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
@@ -714,7 +740,7 @@ fn print_files(files: &[WrittenFile], pids: &[i32]) {
         plural(files.len())
     );
     for (owner, list) in by_owner {
-        if let (Some(pid), true) = (owner, pids.len() > 1) {
+        if let (Some(pid), true) = (owner, by_pid) {
             let _ = writeln!(out, "  PID {pid}:");
         }
         for f in list {
@@ -725,6 +751,202 @@ fn print_files(files: &[WrittenFile], pids: &[i32]) {
                 f.path.display()
             );
         }
+    }
+}
+
+/// What became of one selected process, for the per-process table and the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    /// Attached and detached.
+    Attached,
+    /// rocprofiler-register returned a non-zero status (attach or detach).
+    Rejected,
+    /// Preflight, injection or detach failed.
+    Failed,
+    /// The process exited before or during the session.
+    Exited,
+}
+
+impl Status {
+    fn name(self) -> &'static str {
+        match self {
+            Status::Attached => "attached",
+            Status::Rejected => "rejected",
+            Status::Failed => "failed",
+            Status::Exited => "exited",
+        }
+    }
+}
+
+/// One row of the per-process table.
+#[derive(Debug, Clone)]
+struct ProcessResult {
+    pid: i32,
+    status: Status,
+    /// Short reason when the status is not `Attached`.
+    detail: String,
+    /// Exit code this process alone would give.
+    code: ExitCode,
+}
+
+fn classify(e: &Error) -> Status {
+    match e {
+        Error::Rejected { .. } => Status::Rejected,
+        Error::TargetExited { .. } | Error::TargetDied { .. } | Error::ProcessGone { .. } => {
+            Status::Exited
+        }
+        _ => Status::Failed,
+    }
+}
+
+/// Short reason for the table: the register status name, or the first clause of the error.
+fn short_reason(e: &Error) -> String {
+    match e {
+        Error::Rejected {
+            call, status, name, ..
+        } => format!("{call} returned {status} ({name})"),
+        e => {
+            let text = e.to_string();
+            let first = text.split(['.', ';']).next().unwrap_or("");
+            first.chars().take(100).collect()
+        }
+    }
+}
+
+/// Per-process results in plan order (roots first, as selected), then failures not planned.
+fn results_of(
+    plan: &[Planned],
+    attached: &[Attached],
+    exited: &[i32],
+    failures: &[(i32, Error)],
+    detach_failures: &[(i32, Error)],
+) -> Vec<ProcessResult> {
+    let mut order: Vec<i32> = Vec::new();
+    for pid in plan
+        .iter()
+        .map(|p| p.report.pid)
+        .chain(failures.iter().map(|(p, _)| *p))
+    {
+        if !order.contains(&pid) {
+            order.push(pid);
+        }
+    }
+    let mut rows = Vec::new();
+    for pid in order {
+        let failed = failures
+            .iter()
+            .chain(detach_failures)
+            .find(|(p, _)| *p == pid);
+        let row = if let Some((_, e)) = failed {
+            ProcessResult {
+                pid,
+                status: classify(e),
+                detail: short_reason(e),
+                code: e.exit_code(),
+            }
+        } else if exited.contains(&pid) {
+            ProcessResult {
+                pid,
+                status: Status::Exited,
+                detail: "exited while attached".into(),
+                code: ExitCode::TargetExited,
+            }
+        } else if attached.iter().any(|a| a.pid == pid) {
+            ProcessResult {
+                pid,
+                status: Status::Attached,
+                detail: String::new(),
+                code: ExitCode::Success,
+            }
+        } else {
+            // A descendant left alone because its root could not be attached.
+            continue;
+        };
+        rows.push(row);
+    }
+    rows
+}
+
+/// The session's exit code from the per-process results: 0 when all were attached and
+/// detached; with one process, its own code; with several, 7 when every one exited and 8
+/// (partial) otherwise.
+fn aggregate(results: &[ProcessResult]) -> ExitCode {
+    let ok = results
+        .iter()
+        .filter(|r| r.status == Status::Attached)
+        .count();
+    if ok == results.len() {
+        return ExitCode::Success;
+    }
+    if results.len() == 1 {
+        return results[0].code;
+    }
+    let failed: Vec<i32> = results
+        .iter()
+        .filter(|r| r.status != Status::Attached)
+        .map(|r| r.pid)
+        .collect();
+    warn(format!(
+        "partial success: {ok} of {} processes attached and detached (not: {})",
+        results.len(),
+        join(&failed)
+    ));
+    if ok == 0 && results.iter().all(|r| r.status == Status::Exited) {
+        ExitCode::TargetExited
+    } else {
+        ExitCode::Partial
+    }
+}
+
+/// The per-process summary table on stdout: PID, status, files (or why there are none).
+fn print_table(results: &[ProcessResult], owners_of_files: &[(Option<i32>, &WrittenFile)]) {
+    let count = |s: Status| results.iter().filter(|r| r.status == s).count();
+    let counts: Vec<String> = [
+        Status::Attached,
+        Status::Rejected,
+        Status::Failed,
+        Status::Exited,
+    ]
+    .into_iter()
+    .filter(|s| count(*s) > 0)
+    .map(|s| format!("{} {}", count(s), s.name()))
+    .collect();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "rocprof-attach: {} processes: {}",
+        results.len(),
+        counts.join(", ")
+    );
+    let _ = writeln!(out, "  {:<8} {:<9} FILES", "PID", "STATUS");
+    for r in results {
+        let files: Vec<&WrittenFile> = owners_of_files
+            .iter()
+            .filter(|(o, _)| *o == Some(r.pid))
+            .map(|(_, f)| *f)
+            .collect();
+        let mut lines: Vec<String> = files.iter().map(|f| f.path.display().to_string()).collect();
+        if !r.detail.is_empty() {
+            lines.push(format!("({})", r.detail));
+        }
+        if lines.is_empty() {
+            lines.push("-".into());
+        }
+        for (i, l) in lines.iter().enumerate() {
+            if i == 0 {
+                let _ = writeln!(out, "  {:<8} {:<9} {l}", r.pid, r.status.name());
+            } else {
+                let _ = writeln!(out, "  {:<8} {:<9} {l}", "", "");
+            }
+        }
+    }
+    let unowned = owners_of_files.iter().filter(|(o, _)| o.is_none()).count();
+    if unowned > 0 {
+        let _ = writeln!(
+            out,
+            "  ({unowned} file{} could not be attributed to a process; see the list above)",
+            plural(unowned)
+        );
     }
 }
 
@@ -746,17 +968,34 @@ fn no_output_hint(req: &AttachRequest, attached: &[Attached]) -> String {
     msg
 }
 
-fn first_failure(failures: Failures) -> Error {
-    let n = failures.len();
-    match failures.into_iter().next() {
-        Some((_, e)) if n == 1 => e,
-        Some((_, e)) => Error::Partial(format!(
-            "no process could be attached ({n} failed); first error: {e}"
-        )),
-        None => Error::NotAttachable {
-            pid: 0,
-            reason: "nothing to attach to".into(),
-        },
+/// The exit code when nothing could be attached (every failure was already printed). When all
+/// failed for the same kind of reason, that reason's code is the honest one (3 when all are gone,
+/// 6 when all refused, ...); mixed reasons give 8.
+fn nothing_attached(failures: &Failures) -> ExitCode {
+    let Some((_, first)) = failures.first() else {
+        return ExitCode::NotAttachable;
+    };
+    let code = first.exit_code();
+    if failures.iter().all(|(_, e)| e.exit_code() == code) {
+        return code;
+    }
+    eprintln!(
+        "rocprof-attach: error: no process could be attached ({} failed, for different reasons)",
+        failures.len()
+    );
+    ExitCode::Partial
+}
+
+/// The selection as the user wrote it.
+fn describe(t: &TargetSelection) -> String {
+    match t {
+        TargetSelection::Pids(p) => format!(
+            "--attach {}",
+            p.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+        ),
+        TargetSelection::Match(re) => format!("--match '{re}'"),
+        TargetSelection::Job(id) => format!("--job {id}"),
+        TargetSelection::All => "--all".into(),
     }
 }
 

@@ -48,7 +48,10 @@ pub fn build(out: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
         return dest;
     }
     std::fs::create_dir_all(&dir).expect("fixture dir");
-    let tmp = dir.join(format!(".{out}.{}", std::process::id()));
+    // Unique per process *and* call: test threads of one binary build the same fixture at once.
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{out}.{}.{seq}", std::process::id()));
     let status = Command::new("gcc")
         .args(["-O1", "-g", "-pthread", "-Wall", "-I"])
         .arg(&src)
@@ -104,6 +107,8 @@ pub struct TargetOpts {
     pub env: Vec<(String, String)>,
     /// Run the target as this uid (and gid of the same number); its directory becomes public.
     pub uid: Option<u32>,
+    /// Extra text on the command line (`--tag TEXT`), for `--match` selection.
+    pub tag: Option<String>,
 }
 
 impl Default for TargetOpts {
@@ -118,6 +123,7 @@ impl Default for TargetOpts {
             sigtrap_handler: false,
             env: Vec::new(),
             uid: None,
+            tag: None,
         }
     }
 }
@@ -170,6 +176,9 @@ impl Target {
         }
         if opts.sigtrap_handler {
             cmd.arg("--sigtrap-handler");
+        }
+        if let Some(tag) = &opts.tag {
+            cmd.arg("--tag").arg(tag);
         }
         cmd.env("STANDIN_REGISTER_LIB", register_lib())
             .env("ROCPROF_STANDIN_LOG", &log)
@@ -452,8 +461,14 @@ pub fn unhex(s: &str) -> String {
 
 /// Parse the stand-in's log.
 pub fn records(t: &Target) -> Vec<Record> {
-    t.log_lines()
-        .iter()
+    records_in(&t.log)
+}
+
+/// Parse a stand-in log file (several processes may share one; records carry `pid=`).
+pub fn records_in(log: &Path) -> Vec<Record> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
         .map(|l| {
             let mut it = l.split_whitespace();
             let kind = it.next().unwrap().to_string();

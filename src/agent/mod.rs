@@ -19,8 +19,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
+pub mod server;
+
 /// Addresses and parameters of one injection, resolved by the front end from `/proc` and ELF.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Target {
     /// Process id.
     pub pid: i32,
@@ -33,7 +35,7 @@ pub struct Target {
 }
 
 /// What to inject.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Job {
     /// `rocprofiler_register_attach(env, tool)` with both buffers mapped, written and unmapped.
     Attach {
@@ -82,7 +84,7 @@ struct WireError {
 }
 
 /// Timeouts for the register calls.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct CallTimeouts {
     /// Bounds for stops and syscalls.
     pub engine: Timeouts,
@@ -102,6 +104,34 @@ impl Default for CallTimeouts {
     }
 }
 
+/// Where agents come from: the [`server::AgentServer`] when it could be started (cheap forks of
+/// a small process), else a fork of this process ([`run`]).
+#[derive(Debug)]
+pub struct Agents {
+    server: Option<server::AgentServer>,
+    timeouts: CallTimeouts,
+}
+
+impl Agents {
+    /// Start the agent server. Call it before the process starts threads.
+    pub fn start(timeouts: CallTimeouts) -> Agents {
+        Agents {
+            server: server::AgentServer::start().ok(),
+            timeouts,
+        }
+    }
+
+    /// Run `job` on `target` in a fresh agent and return its outcome.
+    pub fn run(&self, target: &Target, job: &Job) -> Result<Outcome> {
+        if let Some(server) = &self.server {
+            if let Some(outcome) = server.run(target, job, self.timeouts)? {
+                return Ok(outcome);
+            }
+        }
+        run(target, job, self.timeouts)
+    }
+}
+
 /// Run `job` on `target` in a forked agent and return its outcome.
 pub fn run(target: &Target, job: &Job, timeouts: CallTimeouts) -> Result<Outcome> {
     let (read_end, write_end) = nix::unistd::pipe()
@@ -118,15 +148,20 @@ pub fn run(target: &Target, job: &Job, timeouts: CallTimeouts) -> Result<Outcome
             if !pending {
                 let _ = nix::sys::wait::waitpid(child, None);
             }
-            let wire = wire.map_err(|msg| Error::Agent {
-                pid: target.pid,
-                message: msg,
-            })?;
-            match wire.error {
-                None => Ok(wire.outcome),
-                Some(e) => Err(rebuild_error(target, e)),
-            }
+            outcome_of(target, wire)
         }
+    }
+}
+
+/// The caller's view of what an agent sent back.
+fn outcome_of(target: &Target, wire: std::result::Result<Wire, String>) -> Result<Outcome> {
+    let wire = wire.map_err(|msg| Error::Agent {
+        pid: target.pid,
+        message: msg,
+    })?;
+    match wire.error {
+        None => Ok(wire.outcome),
+        Some(e) => Err(rebuild_error(target, e)),
     }
 }
 
