@@ -531,22 +531,22 @@ impl Session {
         if self.req.summary {
             self.print_summary(&files);
         }
-        if files.is_empty() {
-            if !gone.is_empty() {
-                // Say so: a target that dies before its detach call is the likeliest cause.
-                warn(format!(
-                    "process{} {} exited during the session, before the tool could write its output",
-                    plural(gone.len()),
-                    join(gone)
-                ));
-            }
-            return Err(Error::NoOutput(no_output_hint(&self.req, attached)));
-        }
         let exited: Vec<i32> = results
             .iter()
             .filter(|r| r.status == Status::Exited)
             .map(|r| r.pid)
             .collect();
+        if files.is_empty() {
+            if !exited.is_empty() {
+                // Say so: a target that dies before its detach call is the likeliest cause.
+                warn(format!(
+                    "process{} {} exited during the session, before the tool could write its output",
+                    plural(exited.len()),
+                    join(&exited)
+                ));
+            }
+            return Err(Error::NoOutput(no_output_hint(&self.req, attached)));
+        }
         if !exited.is_empty() {
             warn(format!(
                 "process{} {} exited during the session; {} output may be incomplete",
