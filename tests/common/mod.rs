@@ -196,6 +196,9 @@ impl Target {
                 .expect("chmod target dir");
             cmd.uid(uid).gid(uid);
         }
+        // The target works in its own temporary directory, so a tool writing to its default
+        // output path (relative to the target's cwd) never litters the repository.
+        cmd.current_dir(dir.path());
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
