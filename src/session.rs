@@ -537,8 +537,17 @@ impl Session {
             .map(|r| r.pid)
             .collect();
         if files.is_empty() {
+            if !exited.is_empty() && exited.len() == results.len() {
+                // The specific cause beats the generic "no output" (exit code 7, not 9).
+                eprintln!(
+                    "rocprof-attach: error: process{} {} exited during the session before the tool wrote any \
+                     output; nothing was written (keep the target running until rocprof-attach has detached)",
+                    plural(exited.len()),
+                    join(&exited)
+                );
+                return Ok(ExitCode::TargetExited);
+            }
             if !exited.is_empty() {
-                // Say so: a target that dies before its detach call is the likeliest cause.
                 warn(format!(
                     "process{} {} exited during the session, before the tool could write its output",
                     plural(exited.len()),

@@ -195,9 +195,12 @@ fn execute(
         pending_error = Some(e.to_string());
     });
     fill_counts(&mut outcome, tracee.counts());
+    // A completed sequence leaves the thread stopped and restored: PTRACE_DETACH resumes it
+    // directly. After an error the thread was resumed by the restore, so it is stopped again first.
     let released = match &result {
         Err(Error::TargetDied { .. }) => Ok(()),
-        _ => tracee.detach(timeouts.engine.stop),
+        Ok(()) => tracee.detach_stopped(),
+        Err(_) => tracee.detach(timeouts.engine.stop),
     };
     if attach && result.is_ok() && released.is_ok() {
         faults::point(Step::Release);
@@ -220,7 +223,8 @@ fn fill_counts(o: &mut Outcome, c: StopCounts) {
     o.forwarded_signals = c.forwarded_signals;
 }
 
-/// One injection: stop, map and write the buffers, call, unmap, restore.
+/// One injection: stop, map and write the buffers, call, unmap, restore. On success the thread
+/// is left stopped (restored) for the PTRACE_DETACH that follows.
 fn sequence(
     tracee: &mut Tracee,
     t: &Target,
@@ -255,7 +259,7 @@ fn sequence(
         Err(e) => return Err(e),
     }
     out.call_us = call_start.elapsed().as_micros() as u64;
-    inj.finish()?;
+    inj.finish_stopped()?;
     out.stopped_us = (stop_start.elapsed().as_micros() as u64).saturating_sub(out.call_us);
     Ok(())
 }
