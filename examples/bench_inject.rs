@@ -49,6 +49,12 @@ fn main() {
     let listener = t.listener();
     let call_timeout = Some(Duration::from_secs(10));
 
+    // Like the agent does: trace from the CPU the listener runs on (see ptrace::follow_cpu_of).
+    // BENCH_NO_PIN=1 measures without it (cross-CPU wakeups; slow on an idle VM).
+    if std::env::var_os("BENCH_NO_PIN").is_none() {
+        rocprof_attach::ptrace::follow_cpu_of(t.pid, listener);
+    }
+
     // 1. One remote call round trip inside an open sequence.
     let mut tr = Tracee::seize(t.pid, listener).unwrap();
     let mut calls = Vec::new();

@@ -385,6 +385,14 @@ pub fn task_state(pid: i32, tid: i32) -> Result<char> {
         .ok_or_else(|| parse_error(&path, "empty state field"))
 }
 
+/// The CPU a thread last ran on (field 39 of `/proc/PID/task/TID/stat`).
+pub fn task_cpu(pid: i32, tid: i32) -> Result<usize> {
+    let path = proc_dir(pid).join(format!("task/{tid}/stat"));
+    let fields = stat_fields(pid, &path)?;
+    let cpu = fields.get(36).ok_or_else(|| parse_error(&path, "no processor field"))?;
+    parse_num(cpu, &path, "processor")
+}
+
 /// True for kernel threads (`PF_KTHREAD` in field 9 of `/proc/PID/stat`).
 pub fn is_kernel_thread(pid: i32) -> Result<bool> {
     let path = proc_dir(pid).join("stat");

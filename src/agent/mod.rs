@@ -266,6 +266,9 @@ fn sequence(
 
 fn agent_main(target: &Target, job: &Job, timeouts: CallTimeouts, pipe: OwnedFd) -> ! {
     crate::ptrace::block_terminal_signals();
+    // Stops and resumes are cheapest when tracer and tracee share a CPU; this process is the
+    // short-lived agent, so pinning it affects nothing else.
+    crate::ptrace::follow_cpu_of(target.pid, target.tid);
     let mut file = std::fs::File::from(pipe);
     let mut reported = false;
     let (outcome, result) = execute(target, job, timeouts, |o, e| {
