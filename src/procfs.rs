@@ -389,7 +389,9 @@ pub fn task_state(pid: i32, tid: i32) -> Result<char> {
 pub fn task_cpu(pid: i32, tid: i32) -> Result<usize> {
     let path = proc_dir(pid).join(format!("task/{tid}/stat"));
     let fields = stat_fields(pid, &path)?;
-    let cpu = fields.get(36).ok_or_else(|| parse_error(&path, "no processor field"))?;
+    let cpu = fields
+        .get(36)
+        .ok_or_else(|| parse_error(&path, "no processor field"))?;
     parse_num(cpu, &path, "processor")
 }
 

@@ -548,9 +548,13 @@ pub fn tgkill(pid: i32, tid: i32, sig: i32) -> Result<()> {
 /// tens of microseconds per transition. Best effort: any failure leaves the affinity unchanged.
 pub fn follow_cpu_of(pid: i32, tid: i32) {
     use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
-    let Ok(cpu) = crate::procfs::task_cpu(pid, tid) else { return };
+    let Ok(cpu) = crate::procfs::task_cpu(pid, tid) else {
+        return;
+    };
     let me = Pid::from_raw(0);
-    let allowed = sched_getaffinity(me).map(|set| set.is_set(cpu).unwrap_or(false)).unwrap_or(false);
+    let allowed = sched_getaffinity(me)
+        .map(|set| set.is_set(cpu).unwrap_or(false))
+        .unwrap_or(false);
     if !allowed {
         return;
     }
