@@ -206,7 +206,7 @@ fn unverified(pid: i32, path: &str, opened: &Path, why: &str) -> Error {
 
 /// True when a maps path names the library `name` (protocol 5.8 step 2).
 ///
-/// Matches an equal path, an equal basename, or a basename starting with "<basename>." (versioned
+/// Matches an equal path, an equal basename, or a basename starting with "`<basename>.`" (versioned
 /// sonames). If `name` contains '/', the full path must also be equal.
 pub fn library_matches(map_path: &str, name: &str) -> bool {
     let path = map_path.strip_suffix(" (deleted)").unwrap_or(map_path);

@@ -8,7 +8,7 @@
 //!   (runs an injection sequence in a short-lived child so our death never harms the target);
 //! * attach layer: [`options`] and [`envbuf`] (rocprofv3 options to `ROCPROF_*` variables and the wire
 //!   buffer), [`toolpath`], [`preflight`], [`session`] (attach, wait, detach, report);
-//! * output layer: [`format`], [`rocpd`] (read/write/convert/summarise rocpd databases);
+//! * output layer: [`mod@format`], [`rocpd`] (read/write/convert/summarise rocpd databases);
 //! * front end: [`cli`].
 
 #![deny(missing_docs)]

@@ -394,14 +394,14 @@ pub struct ProfilerOptions {
     /// (gfx9) ATT performance counters, optionally with SIMD masks
     #[arg(long, help_heading = H_ADVANCED, value_name = "COUNTERS")]
     pub att_perfcounters: Option<String>,
-    /// (gfx9) ATT performance counter period in [1,32]; 0 disables
+    /// (gfx9) ATT performance counter period in 1..=32; 0 disables
     #[arg(long, help_heading = H_ADVANCED, value_name = "N")]
     pub att_perfcounter_ctrl: Option<u32>,
     /// (gfx9) ATT performance counters for the target CU only
     #[arg(long, help_heading = H_ADVANCED, value_name = "BOOL", num_args = 0..=1,
           default_missing_value = "true", value_parser = parse_bool)]
     pub att_perfcounter_target_only: Option<bool>,
-    /// (gfx9) ATT hardware activity counters with this period in [1,16] (8 recommended)
+    /// (gfx9) ATT hardware activity counters with this period in 1..=16 (8 recommended)
     #[arg(long, help_heading = H_ADVANCED, value_name = "N")]
     pub att_activity: Option<u32>,
     /// ATT: serialize all kernels, not only traced ones

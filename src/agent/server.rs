@@ -8,7 +8,7 @@
 //! exactly as with [`super::run`]. The server blocks terminal signals too: if the front end dies,
 //! the server sees the socket close, lets running agents finish, and exits.
 //!
-//! Protocol: one SOCK_SEQPACKET message per job (a JSON [`Request`]) carrying, as SCM_RIGHTS,
+//! Protocol: one SOCK_SEQPACKET message per job (a JSON request: target, job, timeouts) carrying, as SCM_RIGHTS,
 //! the write end of a pipe on which the agent sends its result line.
 
 use super::{agent_main, outcome_of, read_result, CallTimeouts, Job, Outcome, Target};
