@@ -39,9 +39,7 @@ pub struct ToolChoice {
 
 /// True when we run in a secure-execution context (setuid/setgid/file capabilities).
 pub fn at_secure() -> bool {
-    // SAFETY: getauxval only reads the auxiliary vector the kernel gave this process; it has no
-    // preconditions and returns 0 for unknown types.
-    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+    crate::ptrace::sys::at_secure()
 }
 
 /// Choose the tool library for `pid` and validate it inside the target's root.

@@ -3,7 +3,6 @@
 
 mod rocpd_common;
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -208,31 +207,22 @@ fn full_disk_midway_leaves_nothing_behind() {
     w.finish().expect("finish");
     let out_dir = tmp.path().join("out");
     std::fs::create_dir(&out_dir).expect("mkdir");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocprof-attach"));
-    cmd.args([
-        "convert",
-        "-i",
-        &db.display().to_string(),
-        "-f",
-        "csv",
-        "json",
-        "-d",
-        &out_dir.display().to_string(),
-    ]);
-    // SAFETY: only async-signal-safe calls (signal, setrlimit) between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            let lim = libc::rlimit {
-                rlim_cur: 64 * 1024,
-                rlim_max: 64 * 1024,
-            };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // The shell sets a 64 KiB file-size limit (ulimit -f counts 512-byte blocks) and ignores
+    // SIGXFSZ (ignored signals stay ignored across exec), then runs the converter: a "full disk"
+    // for large files without mounting anything.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "trap '' XFSZ; ulimit -f 128; exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_rocprof-attach"))
+        .args([
+            "convert",
+            "-i",
+            &db.display().to_string(),
+            "-f",
+            "csv",
+            "json",
+            "-d",
+            &out_dir.display().to_string(),
+        ]);
     let out = cmd.output().expect("run");
     assert_fails(&out, FAILURE, "File too large", &out_dir);
     assert!(listing(&out_dir).is_empty(), "{:?}", listing(&out_dir));

@@ -1064,17 +1064,5 @@ pub type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
 /// converter threads would otherwise fight over. Later calls (or calls after SQLite was
 /// initialised elsewhere) are no-ops.
 pub fn tune_sqlite() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: sqlite3_config with SQLITE_CONFIG_MEMSTATUS takes one int argument. It is only
-        // permitted before sqlite3_initialize; afterwards it returns SQLITE_MISUSE and changes
-        // nothing. The `Once` keeps it from racing with itself; the converters call it before they
-        // open any connection.
-        unsafe {
-            rusqlite::ffi::sqlite3_config(
-                rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
-                0 as std::os::raw::c_int,
-            );
-        }
-    });
+    crate::ptrace::sys::sqlite_disable_memstatus();
 }

@@ -399,19 +399,7 @@ pub fn terminal_width() -> usize {
     {
         return c;
     }
-    let mut ws = libc::winsize {
-        ws_row: 0,
-        ws_col: 0,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCGWINSZ writes one `winsize` into the valid, properly aligned struct we pass.
-    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
-    if rc == 0 && ws.ws_col > 0 {
-        usize::from(ws.ws_col)
-    } else {
-        100
-    }
+    crate::ptrace::sys::terminal_columns().unwrap_or(100)
 }
 
 #[cfg(test)]

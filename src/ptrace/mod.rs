@@ -14,6 +14,8 @@
 //!
 //! `PTRACE_O_EXITKILL` is never used: if we die, the kernel detaches and the target lives on.
 
+pub mod sys;
+
 use crate::arch::{self, Regs};
 use crate::error::{Error, Result};
 use nix::errno::Errno;
