@@ -130,12 +130,17 @@ fn clap_fail(e: clap::Error, sub: &str) -> ExitCode {
 /// Runs `convert` or `summary`; `args[0]` is the subcommand name.
 pub fn main(args: &[OsString]) -> ExitCode {
     let sub = args.first().and_then(|a| a.to_str()).unwrap_or("");
+    // clap names the program after args[0]: make usage lines read `rocprof-attach convert`.
+    let named = || {
+        std::iter::once(OsString::from(format!("rocprof-attach {sub}")))
+            .chain(args.iter().skip(1).cloned())
+    };
     match sub {
-        "convert" => match ConvertCli::try_parse_from(args) {
+        "convert" => match ConvertCli::try_parse_from(named()) {
             Ok(c) => run_convert(c),
             Err(e) => clap_fail(e, sub),
         },
-        "summary" => match SummaryCli::try_parse_from(args) {
+        "summary" => match SummaryCli::try_parse_from(named()) {
             Ok(c) => run_summary(c),
             Err(e) => clap_fail(e, sub),
         },
