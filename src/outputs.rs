@@ -196,6 +196,9 @@ fn hostname_of(pid: i32) -> Option<String> {
 /// token equal to one of the PIDs ([`owner`]).
 pub fn owners(files: &[WrittenFile], prefixes: &[(i32, Option<String>)]) -> Vec<Option<i32>> {
     let pids: Vec<i32> = prefixes.iter().map(|(p, _)| *p).collect();
+    if let [only] = pids[..] {
+        return vec![Some(only); files.len()];
+    }
     files
         .iter()
         .map(|f| {

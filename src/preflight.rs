@@ -169,7 +169,7 @@ fn check_process(pid: i32) -> Result<procfs::Status> {
             ),
         ));
     }
-    check_not_traced(pid, None)?;
+    check_tracer(pid, None, status.tracer_pid)?;
     Ok(status)
 }
 
@@ -192,7 +192,11 @@ fn check_not_traced(pid: i32, tid: Option<i32>) -> Result<()> {
         Some(t) => procfs::task_status(pid, t)?,
         None => procfs::status(pid)?,
     };
-    let tracer = status.tracer_pid;
+    check_tracer(pid, tid, status.tracer_pid)
+}
+
+/// Refuse when `tracer` (a TracerPid already read) is not 0.
+fn check_tracer(pid: i32, tid: Option<i32>, tracer: i32) -> Result<()> {
     if tracer == 0 {
         return Ok(());
     }

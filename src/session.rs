@@ -182,14 +182,16 @@ impl Session {
         let (plan, mut failures) = self.plan(&roots)?;
         let snapshots = snapshots(&plan, &self.req.output_dir);
         // Expanded before attaching: a process that exits during the session can still be
-        // credited with its files.
+        // credited with its files. With a single process every file is its own: no need to read
+        // its environment on the way to the attach.
         let prefixes: Vec<(i32, Option<String>)> = plan
             .iter()
             .map(|p| {
                 let pid = p.report.pid;
-                let prefix =
-                    outputs::expected_prefix(pid, &self.req.output_dir, &self.req.output_file);
-                (pid, prefix)
+                let prefix = (plan.len() > 1).then(|| {
+                    outputs::expected_prefix(pid, &self.req.output_dir, &self.req.output_file)
+                });
+                (pid, prefix.flatten())
             })
             .collect();
 
