@@ -65,6 +65,21 @@ fn hostname() -> String {
         .to_string()
 }
 
+/// Arguments of a 50 ms kernel-trace session over `pids` writing into `out` with `tool`.
+fn short_session<'a>(pids: &'a str, out: &'a Path, tool: &'a Path) -> Vec<&'a str> {
+    vec![
+        "--attach",
+        pids,
+        "--kernel-trace",
+        "-d",
+        s(out),
+        "-t",
+        s(tool),
+        "--attach-duration-msec",
+        "50",
+    ]
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -538,17 +553,7 @@ fn a_refused_detach_is_reported_per_process_and_counts() {
     let out = tempfile::tempdir().unwrap();
     let tool = tool_lib();
     let pids = format!("{},{}", ok.pid, bad.pid);
-    let args = [
-        "--attach",
-        &pids,
-        "--kernel-trace",
-        "-d",
-        s(out.path()),
-        "-t",
-        s(&tool),
-        "--attach-duration-msec",
-        "50",
-    ];
+    let args = short_session(&pids, out.path(), &tool);
     let (code, stdout, stderr) = rocprof_attach(&args, &[]).finish();
     assert_eq!(code, 8, "{stderr}\n{stdout}");
     assert_eq!(row(&stdout, bad.pid).unwrap().0, "rejected", "{stdout}");
@@ -585,17 +590,7 @@ fn a_selected_process_that_is_also_a_descendant_is_attached_once() {
     let out = tempfile::tempdir().unwrap();
     let tool = tool_lib();
     let pids = format!("{},{child}", t.pid);
-    let args = [
-        "--attach",
-        &pids,
-        "--kernel-trace",
-        "-d",
-        s(out.path()),
-        "-t",
-        s(&tool),
-        "--attach-duration-msec",
-        "50",
-    ];
+    let args = short_session(&pids, out.path(), &tool);
     let (code, stdout, stderr) = rocprof_attach(&args, &[]).finish();
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("2 processes: 2 attached"), "{stdout}");
