@@ -1,11 +1,13 @@
 //! Benchmark of the rocpd → CSV / JSON converters.
 //!
-//! `cargo run --release --example bench_convert [-- --dispatches N --apis N --dir DIR]`
+//! `cargo run --release --example bench_convert [-- --dispatches N --apis N --dir DIR --reuse --only csv|json]`
 //!
 //! Generates a rocpd database with N kernel dispatches and N API calls with the crate's writer
 //! (one transaction, prepared statements), then converts it to CSV and to JSON, each in a child
-//! process so that the generator's memory does not count, and reports rows/s and the child's peak
-//! RSS (VmHWM).
+//! process so that the generator's memory does not count, and reports rows/s, the child's CPU time
+//! (user + system, all threads), rows per CPU second and the child's peak RSS (VmHWM).
+//! `--reuse` keeps a database left by an earlier run with the same directory (it is not checked
+//! against the counts); `--only` converts to one format.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,7 +29,19 @@ fn vm_hwm_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn generate(path: &Path, dispatches: i64, apis: i64) -> rocprof_attach::Result<()> {
+/// User and system CPU seconds of this process so far (all threads).
+fn cpu_secs() -> (f64, f64) {
+    let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF);
+    match u {
+        Ok(u) => {
+            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+            (t(u.user_time()), t(u.system_time()))
+        }
+        Err(_) => (0.0, 0.0),
+    }
+}
+
+fn generate(path: &Path, dispatches: i64, apis: i64) -> rocprof_attach::rocpd::Result<()> {
     let pid = 4242;
     let mut w = Writer::create(path, &Guid::from_parts(0x0000_ddb5_8903, 7))?;
     w.node(&Node {
@@ -139,6 +153,7 @@ fn child(db: &Path, dir: &Path, format: &str) {
         OutputFormat::Csv
     };
     let start = Instant::now();
+    let (u0, s0) = cpu_secs();
     let report = match convert_with(
         &[db.to_path_buf()],
         &[fmt],
@@ -153,6 +168,7 @@ fn child(db: &Path, dir: &Path, format: &str) {
         }
     };
     let secs = start.elapsed().as_secs_f64();
+    let (u1, s1) = cpu_secs();
     let rows = report.csv_rows + report.json_rows;
     let bytes: u64 = report
         .files
@@ -160,7 +176,12 @@ fn child(db: &Path, dir: &Path, format: &str) {
         .filter_map(|f| std::fs::metadata(f).ok())
         .map(|m| m.len())
         .sum();
-    println!("{rows} {secs:.3} {} {bytes}", vm_hwm_kib());
+    println!(
+        "{rows} {secs:.3} {} {bytes} {:.3} {:.3}",
+        vm_hwm_kib(),
+        u1 - u0,
+        s1 - s0
+    );
 }
 
 fn main() {
@@ -184,17 +205,27 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("create bench dir");
     let db = dir.join("bench_results.db");
 
-    let start = Instant::now();
-    generate(&db, dispatches, apis).expect("generate database");
-    let gen = start.elapsed().as_secs_f64();
-    let db_size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
-    println!(
-        "generated {dispatches} dispatches + {apis} API calls in {gen:.1} s ({:.0} rows/s), database {:.0} MiB",
-        (dispatches + apis) as f64 / gen,
-        db_size as f64 / 1048576.0
-    );
+    let reuse = args.iter().any(|a| a == "--reuse") && db.exists();
+    if reuse {
+        println!("reusing {}", db.display());
+    } else {
+        let _ = std::fs::remove_file(&db);
+        let start = Instant::now();
+        generate(&db, dispatches, apis).expect("generate database");
+        let gen = start.elapsed().as_secs_f64();
+        let db_size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
+        println!(
+            "generated {dispatches} dispatches + {apis} API calls in {gen:.1} s ({:.0} rows/s), database {:.0} MiB",
+            (dispatches + apis) as f64 / gen,
+            db_size as f64 / 1048576.0
+        );
+    }
+    let only = get("--only", "");
     let exe = std::env::current_exe().expect("current exe");
     for format in ["csv", "json"] {
+        if !only.is_empty() && only != format {
+            continue;
+        }
         let out = Command::new(&exe)
             .args([
                 "--child",
@@ -216,15 +247,19 @@ fn main() {
             .split_whitespace()
             .filter_map(|v| v.parse().ok())
             .collect();
-        if f.len() < 4 {
+        if f.len() < 6 {
             eprintln!("unexpected child output: {text}");
             std::process::exit(1);
         }
         println!(
-            "{format:>4}: {:.0} rows in {:.2} s = {:.2} M rows/s, output {:.0} MiB, peak RSS {:.1} MiB",
+            "{format:>4}: {:.0} rows in {:.2} s = {:.2} M rows/s; CPU {:.2} s user + {:.2} s sys = {:.2} M rows/CPU-s; \
+             output {:.0} MiB, peak RSS {:.1} MiB",
             f[0],
             f[1],
             f[0] / f[1] / 1e6,
+            f[4],
+            f[5],
+            f[0] / (f[4] + f[5]) / 1e6,
             f[3] / 1048576.0,
             f[2] / 1024.0
         );

@@ -7,18 +7,25 @@
 //! * one remote call round trip inside an open sequence (setregs, continue, trap, getregs);
 //! * a whole sequence: interrupt, save, patch, mmap, write, call, munmap, restore, continue;
 //! * ptrace stops per sequence;
-//! * the same sequence through the forked agent (seize to release, as `rocprof-attach` does);
+//! * the attach and detach sequences through the agent server (seize to release, exactly what
+//!   `rocprof-attach` runs per process), with the distribution of the listener's stop time per
+//!   attach outside the call (min, p50, p90, p99, max; `BENCH_AGENT_RUNS` attach/detach pairs,
+//!   default 500);
 //! * our CPU time while a target is attached (tool loaded, nothing of ours traced) for 5 s;
 //! * our CPU time while the listener stays seized (not stopped) for 5 s;
 //! * `gdb -p PID -batch -ex 'call ...'` making the same call, as a ratio.
+//!
+//! `BENCH_PID=<pid>` measures an already running process instead of a fresh stand-in target:
+//! one that has loaded the stand-in register library and started its listener, such as the
+//! PyTorch training loop of `examples/torch_target.py` (docs/performance.md, "Listener stop").
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
 use common::{at_entry, env_buffer, symbol_addr, Target, TargetOpts};
-use rocprof_attach::agent::{self, CallTimeouts, Job};
-use rocprof_attach::inject::{Injection, Timeouts};
-use rocprof_attach::ptrace::Tracee;
+use rocprof_attach::engine::agent::{self, Agents, CallTimeouts, Job};
+use rocprof_attach::engine::inject::{Injection, Timeouts};
+use rocprof_attach::engine::ptrace::Tracee;
 use std::time::{Duration, Instant};
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -29,6 +36,20 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn p99(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[(v.len() * 99) / 100]
+}
+
+/// "min / p50 / p90 / p99 / max" of a sample.
+fn distribution(mut v: Vec<f64>) -> String {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: usize| v[((v.len() - 1) * q) / 100];
+    format!(
+        "{:.1} / {:.1} / {:.1} / {:.1} / {:.1}",
+        v[0],
+        at(50),
+        at(90),
+        at(99),
+        v[v.len() - 1]
+    )
 }
 
 fn cpu_us() -> f64 {
@@ -42,21 +63,52 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    let t = Target::spawn(TargetOpts::default());
-    let lib = common::register_lib();
-    let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
-    let site = at_entry(t.pid);
-    let listener = t.listener();
+    let agent_runs: usize = std::env::var("BENCH_AGENT_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(500)
+        .max(1);
+    // The agent server is forked first, while this process is single-threaded, as the binary does.
+    let agents = Agents::start(CallTimeouts::default());
+    let external: Option<i32> = std::env::var("BENCH_PID").ok().map(|p| {
+        p.parse()
+            .expect("BENCH_PID is the PID of a process with a listener")
+    });
+    let target = external
+        .is_none()
+        .then(|| Target::spawn(TargetOpts::default()));
+    let pid = external.unwrap_or_else(|| target.as_ref().unwrap().pid);
+    // The stand-in register library as the target mapped it.
+    let lib = match external {
+        None => common::register_lib(),
+        Some(pid) => common::maps_text(pid)
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.contains("librocprofiler-register"))
+            .map(std::path::PathBuf::from)
+            .expect("the process maps the stand-in librocprofiler-register"),
+    };
+    let probe = symbol_addr(pid, &lib, "rocprofiler_standin_probe");
+    let site = at_entry(pid);
+    let listener = common::listener_tid(pid).expect("the process has a rocp-bg-attach thread");
+    if let Some(pid) = external {
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .count();
+        let maps = common::maps_text(pid).lines().count();
+        println!("Process {pid}: {threads} threads, {maps} mappings.");
+        println!();
+    }
     let call_timeout = Some(Duration::from_secs(10));
 
     // Like the agent does: trace from the CPU the listener runs on (see ptrace::follow_cpu_of).
     // BENCH_NO_PIN=1 measures without it (cross-CPU wakeups; slow on an idle VM).
     if std::env::var_os("BENCH_NO_PIN").is_none() {
-        rocprof_attach::ptrace::follow_cpu_of(t.pid, listener);
+        rocprof_attach::engine::ptrace::follow_cpu_of(pid, listener);
     }
 
     // 1. One remote call round trip inside an open sequence.
-    let mut tr = Tracee::seize(t.pid, listener).unwrap();
+    let mut tr = Tracee::seize(pid, listener).unwrap();
     let mut calls = Vec::new();
     {
         let mut inj = Injection::begin(&mut tr, site, Timeouts::default()).unwrap();
@@ -103,13 +155,13 @@ fn main() {
 
     // 4. The attach sequence through the forked agent (what rocprof-attach runs per process).
     let att = agent::Target {
-        pid: t.pid,
+        pid,
         tid: listener,
         site,
-        function: symbol_addr(t.pid, &lib, "rocprofiler_register_attach"),
+        function: symbol_addr(pid, &lib, "rocprofiler_register_attach"),
     };
     let det = agent::Target {
-        function: symbol_addr(t.pid, &lib, "rocprofiler_register_detach"),
+        function: symbol_addr(pid, &lib, "rocprofiler_register_detach"),
         ..att.clone()
     };
     let env = env_buffer(&[
@@ -119,38 +171,28 @@ fn main() {
     let mut agent_attach = Vec::new();
     let mut agent_detach = Vec::new();
     let mut stopped = Vec::new();
-    for _ in 0..200 {
+    let mut detach_stopped = Vec::new();
+    let attach_job = Job::Attach {
+        env: env.clone(),
+        tool: b"bench-tool.so".to_vec(),
+    };
+    for _ in 0..agent_runs {
         let s = Instant::now();
-        let o = agent::run(
-            &att,
-            &Job::Attach {
-                env: env.clone(),
-                tool: b"bench-tool.so".to_vec(),
-            },
-            CallTimeouts::default(),
-        )
-        .unwrap();
+        let o = agents.run(&att, &attach_job).unwrap();
         agent_attach.push(s.elapsed().as_secs_f64() * 1e6);
-        stopped.push(o.stopped_us as f64);
+        stopped.push(o.stopped_ns() as f64 / 1e3);
         let s = Instant::now();
-        agent::run(&det, &Job::Detach, CallTimeouts::default()).unwrap();
+        let o = agents.run(&det, &Job::Detach).unwrap();
         agent_detach.push(s.elapsed().as_secs_f64() * 1e6);
+        detach_stopped.push(o.stopped_ns() as f64 / 1e3);
     }
 
     // 5. Attached and idle: the profiling window. Nothing of ours is traced; we just wait.
-    agent::run(
-        &att,
-        &Job::Attach {
-            env: env.clone(),
-            tool: b"bench-tool.so".to_vec(),
-        },
-        CallTimeouts::default(),
-    )
-    .unwrap();
+    agents.run(&att, &attach_job).unwrap();
     let c0 = cpu_us();
     std::thread::sleep(Duration::from_secs(idle_secs));
     let attached_idle_cpu_ms = (cpu_us() - c0) / 1000.0;
-    agent::run(&det, &Job::Detach, CallTimeouts::default()).unwrap();
+    agents.run(&det, &Job::Detach).unwrap();
 
     // 6. gdb making the same call.
     let gdb = std::process::Command::new("gdb")
@@ -162,7 +204,7 @@ fn main() {
         for _ in 0..5 {
             let s = Instant::now();
             let out = std::process::Command::new("gdb")
-                .args(["-nx", "-p", &t.pid.to_string(), "-batch", "-ex"])
+                .args(["-nx", "-p", &pid.to_string(), "-batch", "-ex"])
                 .arg("call (int)rocprofiler_standin_probe(\"abc\", \"abc\")")
                 .output()
                 .unwrap();
@@ -171,7 +213,9 @@ fn main() {
             assert!(text.contains("3003"), "gdb did not make the call: {text}");
         }
     }
-    t.assert_heartbeat();
+    if let Some(t) = &target {
+        t.assert_heartbeat();
+    }
 
     let call_med = median(calls.clone());
     let seq_med = median(seqs.clone());
@@ -183,15 +227,19 @@ fn main() {
         p99(calls)
     );
     println!("| sequence: interrupt + mmap + write + call + munmap + restore | {seq_med:.1} µs | {:.1} µs |", p99(seqs));
-    println!("| attach through the forked agent (fork, seize, sequence, release) | {att_med:.1} µs | {:.1} µs |", p99(agent_attach));
+    println!("| attach through the agent server (request, seize, sequence, release, result) | {att_med:.1} µs | {:.1} µs |", p99(agent_attach));
     println!(
-        "| detach through the forked agent | {:.1} µs | |",
-        median(agent_detach)
+        "| detach through the agent server | {:.1} µs | {:.1} µs |",
+        median(agent_detach.clone()),
+        p99(agent_detach)
     );
+    println!();
     println!(
-        "| listener stopped per attach (excluding the call itself) | {:.1} µs | |",
-        median(stopped)
+        "| listener stopped outside the call ({agent_runs} runs) | min / p50 / p90 / p99 / max |"
     );
+    println!("|---|---|");
+    println!("| per attach | {} µs |", distribution(stopped));
+    println!("| per detach | {} µs |", distribution(detach_stopped));
     println!();
     println!("| measurement | value |");
     println!("|---|---|");
@@ -211,7 +259,10 @@ fn main() {
         );
         println!("| gdb / one remote call | {:.0}x |", g / call_med);
         println!("| gdb / whole sequence | {:.0}x |", g / seq_med);
-        println!("| gdb / attach through the agent | {:.0}x |", g / att_med);
+        println!(
+            "| gdb / attach through the agent server | {:.0}x |",
+            g / att_med
+        );
     } else {
         println!("| gdb | not installed |");
     }

@@ -9,6 +9,11 @@
 //! session minus the window, and the CPU time of rocprof-attach and its agents (user + system,
 //! from the rusage of waited-for children). The targets run no heartbeat workers, so 128 of them
 //! do not load the machine.
+//!
+//! Then, for each N, one more session with the session's step log on
+//! (`ROCPROF_ATTACH_LOG=rocprof_attach::cli::session=debug`, what `-vv` shows): wall time and our
+//! front end's CPU per step, and the agent server's CPU, per target: where the per-target cost
+//! goes (our own counters; `perf` is not needed).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -65,6 +70,64 @@ fn session(pids: &str, parallel: usize, tool: &str) -> (f64, f64) {
     (wall, children_cpu_ms() - cpu0)
 }
 
+/// Strip ANSI colour codes from a log line.
+fn plain(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The number before `unit` in `text` after `key` ("plan ...: 1.20 ms" -> 1.20).
+fn number_after(text: &str, key: &str) -> Option<f64> {
+    let rest = &text[text.find(key)? + key.len()..];
+    rest.split_whitespace()
+        .next()?
+        .trim_end_matches(',')
+        .parse()
+        .ok()
+}
+
+/// One session with the step log: [(step, wall ms, front-end CPU ms)] and the server's CPU.
+fn steps(pids: &str, parallel: usize, tool: &str) -> (Vec<(String, f64, f64)>, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let res = Command::new(common::bin())
+        .args(["--attach", pids, "--kernel-trace", "-d"])
+        .arg(dir.path())
+        .args(["-t", tool, "--attach-duration-msec", "1", "--parallel"])
+        .arg(parallel.to_string())
+        .env("ROCPROF_ATTACH_LOG", "rocprof_attach::cli::session=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run rocprof-attach");
+    let text = String::from_utf8_lossy(&res.stderr);
+    let mut out = Vec::new();
+    let mut server = 0.0;
+    for line in text.lines().map(plain) {
+        if let Some(rest) = line.split("session step ").nth(1) {
+            let (name, numbers) = rest.split_once(": ").unwrap_or((rest, ""));
+            let wall = number_after(numbers, "").unwrap_or(0.0);
+            let cpu = number_after(numbers, "our CPU").unwrap_or(0.0);
+            out.push((name.to_string(), wall, cpu));
+        } else if let Some(v) = number_after(&line, "agent server CPU") {
+            server = v;
+        }
+    }
+    (out, server)
+}
+
 fn main() {
     let bin = common::bin();
     if !bin.exists() {
@@ -114,4 +177,39 @@ fn main() {
             );
         }
     }
+    let parallel = parallels[0];
+    println!();
+    println!(
+        "Where the time goes (one session each, --parallel {parallel}; wall ms / our front end's CPU ms, per step):"
+    );
+    println!();
+    let mut rows: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut servers = Vec::new();
+    for &n in &counts {
+        let pids = targets[..n]
+            .iter()
+            .map(|t| t.pid.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let (st, server) = steps(&pids, parallel, tool);
+        for (name, wall, cpu) in st {
+            match rows.iter_mut().find(|(r, _)| *r == name) {
+                Some((_, v)) => v.push((wall, cpu)),
+                None => rows.push((name, vec![(wall, cpu)])),
+            }
+        }
+        servers.push(server / n as f64);
+    }
+    let header: Vec<String> = counts.iter().map(|n| format!("{n} targets")).collect();
+    println!("| step | {} |", header.join(" | "));
+    println!("|---|{}", "---|".repeat(counts.len()));
+    for (name, v) in &rows {
+        let cells: Vec<String> = v.iter().map(|(w, c)| format!("{w:.2} / {c:.2}")).collect();
+        println!("| {name} | {} |", cells.join(" | "));
+    }
+    let cells: Vec<String> = servers.iter().map(|s| format!("{s:.3}")).collect();
+    println!(
+        "| agent server CPU per target (ms) | {} |",
+        cells.join(" | ")
+    );
 }

@@ -1,36 +1,32 @@
 //! rocprof-attach: attach AMD's GPU profiler to a process that is already running.
 //!
-//! The crate is split the way py-spy splits "reading a remote process" from "presenting results":
+//! The crate is layered the way py-spy splits "reading a remote process" from "presenting
+//! results"; each layer lives in its own folder and only imports the layers below it:
 //!
-//! * remote-process layer: [`procfs`] (reading `/proc`), [`elf`] (finding symbols in the target),
-//!   [`ptrace`] (one traced thread), [`memory`] (remote reads/writes), [`arch`] (register frames and
-//!   stubs per CPU), [`inject`] (remote syscalls and calls with one stop per sequence), [`agent`]
-//!   (runs an injection sequence in a short-lived child so our death never harms the target);
-//! * attach layer: [`options`] and [`envbuf`] (rocprofv3 options to `ROCPROF_*` variables and the wire
-//!   buffer), [`toolpath`], [`preflight`], [`session`] (attach, wait, detach, report);
-//! * output layer: [`mod@format`], [`rocpd`] (read/write/convert/summarise rocpd databases);
-//! * front end: [`cli`].
+//! * [`engine`] (lowest): reading and changing a remote process — [`engine::procfs`],
+//!   [`engine::elf`], [`engine::ptrace`], [`engine::memory`], [`engine::arch`],
+//!   [`engine::inject`], [`engine::agent`];
+//! * [`rocpd`]: reading, writing, converting and summarising rocpd databases (may use the
+//!   engine's small system wrappers, never the attach layer or a front end);
+//! * [`attach`]: what a session is — [`attach::targets`], [`attach::preflight`], the rocprofv3
+//!   options and the environment buffer, and [`attach::session`] (plan, attach, wait, detach,
+//!   collect), which returns typed results and emits events and never prints;
+//! * front ends (highest): [`cli`] (the `rocprof-attach` command) and [`capi`] (the rocattach
+//!   C ABI, built as the crate's cdylib `librocprofiler-sdk-rocattach.so.1`; the Python package
+//!   in `python/` loads it). Only front ends print.
+//!
+//! Each layer has its own error type ([`engine::Error`], [`rocpd::Error`], [`attach::Error`],
+//! [`cli::Error`]) with `From` conversions upward; every error maps to a documented
+//! [`ExitCode`] (`docs/exit-codes.md`). [`mod@format`] and [`exit`] are shared vocabulary.
 
 #![deny(missing_docs)]
 
-pub mod agent;
-pub mod arch;
+pub mod attach;
+pub mod capi;
 pub mod cli;
-pub mod elf;
-pub mod envbuf;
-pub mod error;
-pub mod faults;
+pub mod engine;
+pub mod exit;
 pub mod format;
-pub mod inject;
-pub mod memory;
-pub mod options;
-pub mod outputs;
-pub mod preflight;
-pub mod procfs;
-pub mod ptrace;
 pub mod rocpd;
-pub mod session;
-pub mod signals;
-pub mod toolpath;
 
-pub use error::{Error, ExitCode, Result};
+pub use exit::ExitCode;

@@ -1,5 +1,13 @@
 //! `rocprof-attach` binary: all logic lives in the library; this only maps the result to an exit code.
 
 fn main() {
+    // Hidden: the injection agent spawned by the rocattach C library (docs/library.md).
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(
+            rocprof_attach::engine::agent::exec::AGENT_ARG,
+        ))
+    {
+        rocprof_attach::engine::agent::exec::agent_stdio_main();
+    }
     std::process::exit(rocprof_attach::cli::main());
 }

@@ -3,8 +3,8 @@
 mod common;
 
 use common::{at_entry, env_buffer, hex, records, symbol_addr, Target, TargetOpts};
-use rocprof_attach::agent::{self, CallTimeouts, Job};
-use rocprof_attach::Error;
+use rocprof_attach::engine::agent::{self, CallTimeouts, Job};
+use rocprof_attach::engine::Error;
 
 fn agent_target(t: &Target, func: &str) -> agent::Target {
     agent::Target {
@@ -35,7 +35,28 @@ fn attach_then_detach_through_the_agent() {
         out.interrupts, 1,
         "one interrupt-stop for the whole attach sequence"
     );
-    assert_eq!(out.traps, 3, "mmap, call, munmap");
+    assert_eq!(
+        out.traps, 1,
+        "the call only: the buffers go on the listener's stack, no mmap or munmap"
+    );
+    let phases: Vec<&str> = out.steps.iter().map(|s| s.phase.name()).collect();
+    assert_eq!(
+        phases,
+        [
+            "seize",
+            "prepare",
+            "interrupt-stop",
+            "save registers",
+            "patch site",
+            "reserve stack",
+            "write buffers",
+            "call",
+            "restore",
+            "detach"
+        ],
+        "every step is timed, in order"
+    );
+    assert!(out.stopped_ns() > 0 && out.stopped_ns() < out.total_us * 1000);
     // The listener is no longer traced, the maps are as before.
     let st =
         std::fs::read_to_string(format!("/proc/{}/task/{}/status", t.pid, t.listener())).unwrap();

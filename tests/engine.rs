@@ -3,9 +3,10 @@
 mod common;
 
 use common::{at_entry, symbol_addr, thread_state, Target, TargetOpts};
-use rocprof_attach::inject::{Injection, Timeouts};
-use rocprof_attach::ptrace::Tracee;
-use rocprof_attach::Error;
+use rocprof_attach::engine::arch;
+use rocprof_attach::engine::inject::{Injection, Timeouts};
+use rocprof_attach::engine::ptrace::Tracee;
+use rocprof_attach::engine::Error;
 use std::time::{Duration, Instant};
 
 const CALL: Option<Duration> = Some(Duration::from_secs(10));
@@ -25,6 +26,22 @@ fn regs_tuple(r: &libc::user_regs_struct) -> Vec<u64> {
     ]
 }
 
+/// Is `addr` inside a private read-write mapping of `pid`?
+fn mapped_rw(pid: i32, addr: u64) -> bool {
+    common::maps_text(pid).lines().any(|l| {
+        let mut f = l.split_whitespace();
+        let (range, perms) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
+        let Some((s, e)) = range.split_once('-') else {
+            return false;
+        };
+        let (s, e) = (
+            u64::from_str_radix(s, 16).unwrap(),
+            u64::from_str_radix(e, 16).unwrap(),
+        );
+        perms.starts_with("rw") && s <= addr && addr < e
+    })
+}
+
 #[test]
 fn mmap_write_call_munmap() {
     let t = Target::spawn(TargetOpts::default());
@@ -35,8 +52,8 @@ fn mmap_write_call_munmap() {
     let mut inj = Injection::begin(&mut tr, at_entry(t.pid), Timeouts::default()).unwrap();
     let a = inj.mmap(4096).unwrap();
     assert!(
-        common::maps_text(t.pid).contains(&format!("{a:x}-")),
-        "new mapping visible in maps"
+        mapped_rw(t.pid, a),
+        "new mapping visible in maps (the kernel may merge it with a neighbour)"
     );
     inj.write(a, &cstr("abcde")).unwrap();
     inj.write(a + 100, &cstr("xyz")).unwrap();
@@ -51,6 +68,80 @@ fn mmap_write_call_munmap() {
     tr.detach(Duration::from_secs(5)).unwrap();
     common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
     t.assert_heartbeat();
+}
+
+#[test]
+fn small_buffers_go_on_the_stack_and_its_bytes_are_put_back() {
+    let t = Target::spawn(TargetOpts::default());
+    let lib = common::register_lib();
+    let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
+    let site = at_entry(t.pid);
+    let maps_before = common::maps_text(t.pid);
+    let mut tr = Tracee::seize(t.pid, t.listener()).unwrap();
+    // What lies below the listener's red zone while it waits (it keeps the same stack pointer
+    // across our stops: it is blocked in the same futex wait).
+    let (top, before) = {
+        let mut inj = Injection::begin(&mut tr, site, Timeouts::default()).unwrap();
+        let top = arch::stack_top(inj.saved_regs());
+        let before = inj.read(top - 64, 64).unwrap();
+        inj.finish().unwrap();
+        (top, before)
+    };
+    let traps = tr.counts().traps;
+    {
+        let mut inj = Injection::begin(&mut tr, site, Timeouts::default()).unwrap();
+        assert_eq!(arch::stack_top(inj.saved_regs()), top);
+        let data = [cstr("hello"), cstr("stack")].concat();
+        let a = inj.place(&data).unwrap();
+        assert!(a < top && a >= top - 64, "{a:#x} is just below {top:#x}");
+        assert_eq!(
+            inj.call_int(probe, [a, a + 6, 0, 0, 0, 0], CALL).unwrap(),
+            5005
+        );
+        inj.finish().unwrap();
+    }
+    assert_eq!(
+        tr.counts().traps - traps,
+        1,
+        "no remote mmap or munmap: the call's trap only"
+    );
+    {
+        let mut inj = Injection::begin(&mut tr, site, Timeouts::default()).unwrap();
+        // The call's own frame lies below the data; the data's bytes are as they were.
+        let after = inj.read(top - 64, 64).unwrap();
+        assert_eq!(
+            after[48..],
+            before[48..],
+            "the stack bytes under the data are back"
+        );
+        inj.finish().unwrap();
+    }
+    tr.detach(Duration::from_secs(5)).unwrap();
+    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
+    t.assert_heartbeat();
+}
+
+#[test]
+fn large_buffers_get_a_mapping_that_is_removed() {
+    let t = Target::spawn(TargetOpts::default());
+    let lib = common::register_lib();
+    let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
+    let maps_before = common::maps_text(t.pid);
+    let mut tr = Tracee::seize(t.pid, t.listener()).unwrap();
+    let mut inj = Injection::begin(&mut tr, at_entry(t.pid), Timeouts::default()).unwrap();
+    let big = cstr(&"x".repeat(rocprof_attach::engine::inject::STACK_DATA_MAX + 1));
+    let a = inj.place(&big).unwrap();
+    assert!(
+        common::maps_text(t.pid) != maps_before && mapped_rw(t.pid, a),
+        "a buffer larger than STACK_DATA_MAX gets its own mapping"
+    );
+    assert_eq!(
+        inj.call_int(probe, [a, a, 0, 0, 0, 0], CALL).unwrap(),
+        ((big.len() - 1) * 1001) as i32
+    );
+    inj.finish().unwrap();
+    tr.detach(Duration::from_secs(5)).unwrap();
+    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
 }
 
 #[test]
@@ -100,7 +191,7 @@ fn thousand_calls_leave_maps_and_registers_unchanged() {
     tr.interrupt(Duration::from_secs(5)).unwrap();
     let regs_before = tr.getregs().unwrap();
     let fp_before = tr.get_fpstate().unwrap();
-    let code_before = rocprof_attach::memory::read(t.pid, t.listener(), site, 16).unwrap();
+    let code_before = rocprof_attach::engine::memory::read(t.pid, t.listener(), site, 16).unwrap();
     tr.cont(0).unwrap();
     for i in 0..1000u32 {
         let mut inj = Injection::begin(&mut tr, site, Timeouts::default()).unwrap();
@@ -121,7 +212,7 @@ fn thousand_calls_leave_maps_and_registers_unchanged() {
     tr.interrupt(Duration::from_secs(5)).unwrap();
     let regs_after = tr.getregs().unwrap();
     let fp_after = tr.get_fpstate().unwrap();
-    let code_after = rocprof_attach::memory::read(t.pid, t.listener(), site, 16).unwrap();
+    let code_after = rocprof_attach::engine::memory::read(t.pid, t.listener(), site, 16).unwrap();
     tr.cont(0).unwrap();
     let counts = tr.counts();
     tr.detach(Duration::from_secs(5)).unwrap();
@@ -254,7 +345,7 @@ fn signal_to_the_traced_thread_is_redelivered() {
     let listener = t.listener();
     let mut tr = Tracee::seize(t.pid, listener).unwrap();
     let inj = Injection::begin(&mut tr, at_entry(t.pid), Timeouts::default()).unwrap();
-    rocprof_attach::ptrace::tgkill(t.pid, listener, libc::SIGUSR1).unwrap();
+    rocprof_attach::engine::ptrace::tgkill(t.pid, listener, libc::SIGUSR1).unwrap();
     inj.finish().unwrap();
     tr.detach(Duration::from_secs(5)).unwrap();
     let status =

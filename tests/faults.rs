@@ -22,7 +22,7 @@
 //! Actions at each step: (a) SIGKILL the target, (b) SIGTERM rocprof-attach, (c) SIGKILL
 //! rocprof-attach (the front end's PID, not the paused agent). `grid_*` runs the full 9x3 grid;
 //! `random_*` runs seeded random trials (FAULTS_TRIALS per shard, FAULTS_SEED to replay; the seed
-//! is printed). scripts/soak.sh runs the random trials 10,000 times.
+//! is printed). tests/scripts/soak.sh runs the random trials 10,000 times.
 
 #![cfg(feature = "fault-injection")]
 
@@ -31,7 +31,7 @@ mod common;
 use common::{records, rocprof_attach, tool_lib, wait_until, Pristine, Target, TargetOpts};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use rocprof_attach::faults::Step;
+use rocprof_attach::engine::faults::Step;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -3,9 +3,9 @@
 mod common_lookup;
 
 use common_lookup::{copy_into, register_lib, start_forking_target, start_target};
-use rocprof_attach::elf::{self, RemoteLibrary};
-use rocprof_attach::procfs;
-use rocprof_attach::Error;
+use rocprof_attach::engine::elf::{self, RemoteLibrary};
+use rocprof_attach::engine::procfs;
+use rocprof_attach::engine::Error;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -213,6 +213,67 @@ fn dynamic_segment_fallback_in_a_live_process() {
     let (target, addr) = start_target(&[s(&lib)], &[]);
     let remote = RemoteLibrary::locate(target.pid(), REGISTER).expect("locate");
     assert_eq!(Some(remote.symbol(ATTACH).expect("symbol")), addr);
+}
+
+/// Counts the bytes a lookup reads.
+struct Counting<'a> {
+    bytes: &'a [u8],
+    read: std::cell::Cell<u64>,
+}
+
+impl elf::file::Source for Counting<'_> {
+    fn size(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read_at(&self, offset: u64, len: u64) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+        self.read.set(self.read.get() + len);
+        self.bytes.read_at(offset, len)
+    }
+}
+
+#[test]
+fn a_lookup_reads_only_what_it_needs_of_a_large_library() {
+    // The stand-in with 8 MiB of "debug info" after it, as in a RelWithDebInfo build.
+    let mut bytes = std::fs::read(register_lib(1, &[])).expect("read lib");
+    bytes.extend(std::iter::repeat_n(0xa5u8, 8 << 20));
+    for style in ["gnu", "sysv"] {
+        let mut bytes = if style == "gnu" {
+            bytes.clone()
+        } else {
+            let mut b = std::fs::read(register_lib(1, &["-Wl,--hash-style=sysv"])).expect("read");
+            b.extend(std::iter::repeat_n(0xa5u8, 8 << 20));
+            b
+        };
+        let src = Counting {
+            bytes: &bytes,
+            read: std::cell::Cell::new(0),
+        };
+        let info = elf::file::ElfInfo::read(&src).expect("ELF");
+        let tags = elf::symbols::dyn_tags(&info, &src).expect("dynamic");
+        let attach = elf::symbols::find_function(&info, tags.as_ref(), &src, ATTACH).expect("ok");
+        let detach =
+            elf::symbols::find_function(&info, tags.as_ref(), &src, "rocprofiler_register_detach")
+                .expect("ok");
+        let none = elf::symbols::find_function(&info, tags.as_ref(), &src, "no_such_function")
+            .expect("ok");
+        assert!(
+            attach.is_some() && detach.is_some() && none.is_none(),
+            "{style}"
+        );
+        assert!(
+            src.read.get() < 16 << 10,
+            "{style}: read {} bytes of {}",
+            src.read.get(),
+            bytes.len()
+        );
+        // The same answers as the in-memory entry point used by fuzzing.
+        assert_eq!(elf::exported_function(&bytes, ATTACH).expect("ok"), attach);
+        bytes.truncate(64);
+        assert!(
+            elf::exported_function(&bytes, ATTACH).is_err(),
+            "{style}: truncated"
+        );
+    }
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! rocprof-attach attaches to all of them, selected by `--job` (Open MPI's job id in each rank's
 //! environment) or `--match`; then the same driven through `mpirun` as the per-node launcher.
 //!
-//! These tests need `mpirun` (Debian: `apt-get install -y openmpi-bin`, see scripts/ci-deps.sh).
-//! Without it they fail and say how to install it; they never pass silently.
+//! These tests need `mpirun` (Debian: `apt-get install -y openmpi-bin`, see tests/scripts/ci-deps.sh).
+//! Without it they fail and say how to install it; they never pass silently. The same across
+//! several nodes, and Slurm's `srun`, are in tests/nodes.rs.
 
 mod common;
 
@@ -25,7 +26,7 @@ fn mpirun() -> PathBuf {
         .unwrap_or_else(|| {
             panic!(
                 "mpirun not found on PATH: these tests need Open MPI. Install it with \
-                 `apt-get install -y openmpi-bin` (Debian/Ubuntu; scripts/ci-deps.sh lists the CI packages)"
+                 `apt-get install -y openmpi-bin` (Debian/Ubuntu; tests/scripts/ci-deps.sh lists the CI packages)"
             )
         })
 }
@@ -352,80 +353,5 @@ fn mpirun_as_the_per_node_launcher_attaches_every_rank_and_passes_failure_on() {
     assert_eq!(failing.calls(failing.ranks[2]), ["attach=6"]);
     for r in [0, 1, 3] {
         assert_eq!(failing.calls(failing.ranks[r]), ["attach=0", "detach=0"]);
-    }
-}
-
-/// The cluster recipe with Slurm: a job step runs two ranks of the stand-in target, then
-/// `srun --jobid=J --overlap -N 1 --ntasks-per-node=1 rocprof-attach --job J ...` attaches to both
-/// from a second step inside the same allocation.
-///
-/// OPT-IN: needs a running Slurm (slurmctld, slurmd and munge; a single-node setup on localhost
-/// is enough, see docs/cluster.md). CI has none, so this runs only with `--ignored`; it fails, and
-/// never passes silently, when Slurm is missing.
-#[test]
-#[ignore = "needs a running Slurm (slurmctld + slurmd); run with --ignored, see docs/cluster.md"]
-fn srun_overlap_step_attaches_to_the_jobs_ranks() {
-    let ok = Command::new("sinfo")
-        .arg("-h")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "sinfo failed: start slurmctld, slurmd and munged (docs/cluster.md)"
-    );
-    let name = format!("rpa-{}", std::process::id());
-    let mut job = Command::new("srun")
-        .args(["-n", "2", "-J", &name, "--export=ALL"])
-        .arg(target_bin())
-        .args(["--workers", "0", "--stay"])
-        .env("ROCP_TOOL_ATTACH", "1")
-        .env("STANDIN_REGISTER_LIB", register_lib())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("srun");
-    let out = job.stdout.take().unwrap();
-    let mut lines = BufReader::new(out).lines();
-    let pids: Vec<i32> = (0..2)
-        .map(|_| {
-            let l = lines.next().expect("ready line").unwrap();
-            l.strip_prefix("ready ").unwrap().parse().unwrap()
-        })
-        .collect();
-    let q = Command::new("squeue")
-        .args(["-h", "-n", &name, "-o", "%i"])
-        .output()
-        .unwrap();
-    let id = String::from_utf8_lossy(&q.stdout).trim().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let tool = tool_lib();
-    let res = Command::new("srun")
-        .args([
-            "--jobid",
-            &id,
-            "--overlap",
-            "-N",
-            "1",
-            "--ntasks-per-node=1",
-        ])
-        .arg(common::bin())
-        .args(["--job", &id, "--kernel-trace", "-t", s(&tool)])
-        .args(["--attach-duration-msec", "200", "-d", s(dir.path())])
-        .args(["-o", "%hostname%/%pid%"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let _ = Command::new("scancel").arg(&id).status();
-    let _ = job.kill();
-    let _ = job.wait();
-    let stdout = String::from_utf8_lossy(&res.stdout);
-    let stderr = String::from_utf8_lossy(&res.stderr);
-    assert_eq!(res.status.code(), Some(0), "{stderr}\n{stdout}");
-    assert!(stdout.contains("2 processes: 2 attached"), "{stdout}");
-    for pid in pids {
-        assert!(
-            stdout.contains(&format!("/{pid}_standin_trace.csv")),
-            "{stdout}"
-        );
     }
 }

@@ -1,11 +1,12 @@
 //! rocprofv3 option -> environment mapping (protocol section 7.2), checked through the real
 //! command-line parser without running a session.
 
+use rocprof_attach::attach::envbuf::{decode, encode, EnvList};
+use rocprof_attach::attach::session::AttachRequest;
+use rocprof_attach::attach::targets::TargetSelection;
+use rocprof_attach::cli::Error;
 use rocprof_attach::cli::{parse_request, Action};
-use rocprof_attach::envbuf::{decode, encode, EnvList};
 use rocprof_attach::format::OutputFormat;
-use rocprof_attach::session::{AttachRequest, TargetSelection};
-use rocprof_attach::Error;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -961,7 +962,7 @@ fn subcommands_check_and_list() {
     )
     .unwrap();
     assert!(
-        matches!(inv.action, Action::Check { ref pids, ref tool_library } if pids == &[5, 6] && tool_library.as_deref() == Some("/t.so"))
+        matches!(inv.action, Action::Check { selection: TargetSelection::Pids(ref pids), ref tool_library, .. } if pids == &[5, 6] && tool_library.as_deref() == Some("/t.so"))
     );
     let inv = parse_request(["rocprof-attach", "--list"], &env, cwd).unwrap();
     assert!(matches!(inv.action, Action::List(TargetSelection::All)));

@@ -7,10 +7,11 @@ use common_lookup::{
 };
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
-use rocprof_attach::preflight;
-use rocprof_attach::session::TargetSelection;
-use rocprof_attach::toolpath::{self, ToolSource};
-use rocprof_attach::Error;
+use rocprof_attach::attach::targets::TargetSelection;
+use rocprof_attach::attach::toolpath::{self, ToolSource};
+use rocprof_attach::attach::Error;
+use rocprof_attach::attach::{preflight, targets};
+use rocprof_attach::cli::check;
 use std::path::Path;
 use std::process::Command;
 
@@ -41,7 +42,8 @@ fn attachable_target_report() {
     let (target, addr) = attachable(dir.path(), &[("ROCP_TOOL_ATTACH", "1")]);
     let report = preflight::check(target.pid(), None).expect("attachable");
     assert_eq!(report.pid, target.pid());
-    let tids = rocprof_attach::procfs::threads_named(target.pid(), "rocp-bg-attach").expect("tids");
+    let tids = rocprof_attach::engine::procfs::threads_named(target.pid(), "rocp-bg-attach")
+        .expect("tids");
     assert_eq!(vec![report.listener_tid], tids);
     assert_eq!(Some(report.register_attach_addr), addr);
     assert!(report
@@ -55,7 +57,13 @@ fn attachable_target_report() {
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     assert!(report.to_string().contains("attachable"));
     assert_eq!(
-        preflight::run_check(target.pid(), None),
+        check::run_check(
+            &TargetSelection::Pids(vec![target.pid()]),
+            None,
+            None,
+            &rocprof_attach::cli::render::Ui::new(false, false),
+            false
+        ),
         rocprof_attach::ExitCode::Success
     );
 }
@@ -99,10 +107,10 @@ fn ourselves_is_refused() {
 
 #[test]
 fn kernel_thread_is_refused() {
-    let kthread = rocprof_attach::procfs::list_pids()
+    let kthread = rocprof_attach::engine::procfs::list_pids()
         .expect("pids")
         .into_iter()
-        .find(|&p| rocprof_attach::procfs::is_kernel_thread(p).unwrap_or(false));
+        .find(|&p| rocprof_attach::engine::procfs::is_kernel_thread(p).unwrap_or(false));
     let Some(pid) = kthread else {
         eprintln!("no kernel thread visible in this PID namespace; skipping");
         return;
@@ -323,7 +331,7 @@ fn selection_by_pid_match_job_and_all() {
     let (without, _) = start_target(&[s(&lib)], &[("PMIX_NAMESPACE", &job)]);
     let (plain, _) = start_target(&[], &[("SLURM_JOB_ID", &job)]);
 
-    let sel = preflight::select(&TargetSelection::Pids(vec![
+    let sel = targets::select(&TargetSelection::Pids(vec![
         with.pid(),
         with.pid(),
         plain.pid(),
@@ -332,38 +340,43 @@ fn selection_by_pid_match_job_and_all() {
     assert_eq!(sel.pids, vec![with.pid(), plain.pid()]);
 
     let unique = s(dir.path()).to_string();
-    let sel = preflight::select(&TargetSelection::Match(regex_escape(&unique))).expect("match");
+    let sel = targets::select(&TargetSelection::Match(regex_escape(&unique))).expect("match");
     assert_eq!(sel.pids, vec![with.pid(), without.pid()]);
     assert!(matches!(
-        preflight::select(&TargetSelection::Match("(".into())),
+        targets::select(&TargetSelection::Match("(".into())),
         Err(Error::Usage(_))
     ));
 
-    let sel = preflight::select(&TargetSelection::Job(job.clone())).expect("job");
+    let sel = targets::select(&TargetSelection::Job(job.clone())).expect("job");
     assert_eq!(
         sel.pids,
         vec![with.pid(), without.pid()],
         "plain has no ROCm: not selected"
     );
 
-    let sel = preflight::select(&TargetSelection::All).expect("all");
+    let sel = targets::select(&TargetSelection::All).expect("all");
     assert!(sel.pids.contains(&with.pid()) && !sel.pids.contains(&without.pid()));
 
-    let listing = preflight::list(&TargetSelection::All).expect("list");
+    let listing = targets::list(&TargetSelection::All).expect("list");
     let row = |pid: i32| listing.entries.iter().find(|e| e.pid == pid).cloned();
     assert!(row(with.pid()).expect("with").listener);
     let no = row(without.pid()).expect("without listed");
     assert!(!no.listener && no.libraries[0].version() == Some("0.5.0"));
     assert!(row(plain.pid()).is_none());
     assert_eq!(
-        preflight::run_list(&TargetSelection::Job(job)),
+        check::run_list(
+            &TargetSelection::Job(job),
+            &rocprof_attach::cli::render::Ui::new(false, false),
+            false,
+            false
+        ),
         rocprof_attach::ExitCode::Success
     );
 
     let mut gone = Command::new("true").spawn().expect("spawn");
     let gone_pid = gone.id() as i32;
     gone.wait().expect("wait");
-    let listing = preflight::list(&TargetSelection::Pids(vec![gone_pid])).expect("list");
+    let listing = targets::list(&TargetSelection::Pids(vec![gone_pid])).expect("list");
     assert!(listing.entries.is_empty() && listing.unreadable[0].0 == gone_pid);
 }
 

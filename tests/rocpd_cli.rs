@@ -237,7 +237,7 @@ fn usage_errors_are_one_line() {
         err.starts_with("rocprof-attach: error: ") && err.lines().count() == 1,
         "{err}"
     );
-    let out = run(&["convert", "-i", "x.db", "-f", "pftrace"]);
+    let out = run(&["convert", "-i", "x.db", "-f", "pdf"]);
     assert_eq!(out.status.code(), Some(USAGE));
     let help = run(&["convert", "--help"]);
     assert_eq!(help.status.code(), Some(0));
@@ -293,6 +293,70 @@ fn convert_prints_the_files_it_wrote() {
             "out_results.json",
             "out_scratch_memory_trace.csv"
         ]
+    );
+}
+
+#[test]
+fn summary_into_a_pipe_keeps_every_column_and_full_names_and_json_is_one_document() {
+    let tmp = tempdir();
+    let a = full_db(&tmp.path().join("a.db"), 1, 1);
+    let out = Command::new(env!("CARGO_BIN_EXE_rocprof-attach"))
+        .args(["summary", "-i", &a.display().to_string()])
+        .env_remove("COLUMNS")
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for header in [
+        "NAME",
+        "DOMAIN",
+        "CALLS",
+        "AVERAGE (nsec)",
+        "MIN (nsec)",
+        "MAX (nsec)",
+        "STDDEV",
+    ] {
+        assert!(text.contains(header), "{header} in\n{text}");
+    }
+    assert!(!text.contains('…'), "no name is cut in a pipe:\n{text}");
+    assert!(text.contains("void add<float>(float*, int)"), "{text}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_rocprof-attach"))
+        .args(["summary", "-i", &a.display().to_string(), "--json"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["command"], "summary");
+    assert_eq!(doc["exit_code"], 0);
+    let kernels = doc["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["domain"] == "KERNEL_DISPATCH")
+        .expect("kernel domain");
+    let add = kernels["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "void add<float>(float*, int)")
+        .expect("add row");
+    assert_eq!(
+        (add["calls"].as_u64(), add["total_ns"].as_u64()),
+        (Some(2), Some(40))
+    );
+    assert_eq!(
+        (add["min_ns"].as_u64(), add["max_ns"].as_u64()),
+        (Some(10), Some(30))
     );
 }
 

@@ -2,7 +2,7 @@
 //! tool-library override, and refusals that must leave the target untouched.
 //!
 //! The privilege tests need `setcap` (Debian libcap2-bin), `setpriv` and `unshare` (util-linux),
-//! which scripts/test.sh installs; a test skips with a message only when its tool is missing
+//! which tests/scripts/test.sh installs; a test skips with a message only when its tool is missing
 //! (or, for the privilege-dropping tests, when the tests do not run as root).
 
 mod common;
@@ -129,12 +129,7 @@ fn only_rocp_variables_cross_and_a_secret_never_reaches_the_target() {
 
 /// A world-readable scratch directory (the tests below run binaries as `nobody`).
 fn public_dir() -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix("rocprof-sec")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    d
+    common::public_dir()
 }
 
 fn copy_exec(dir: &Path, name: &str) -> PathBuf {

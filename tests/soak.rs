@@ -7,7 +7,7 @@
 //! (from `wait4`) within a small bound of the warm-up runs'. The listener's registers, the bytes
 //! at the injection site and the blocked mask are compared at the end too.
 //!
-//! SOAK_CYCLES sets the count (default 300 for CI; scripts/soak.sh runs 10,000).
+//! SOAK_CYCLES sets the count (default 300 for CI; tests/scripts/soak.sh runs 10,000).
 
 mod common;
 
@@ -59,7 +59,7 @@ fn cycle(t: &Target, i: usize, stderr_path: &std::path::Path) -> u64 {
     let mut done = None;
     // Bounded: a hung rocprof-attach fails the soak.
     wait_until(Duration::from_secs(60), || {
-        done = rocprof_attach::ptrace::reap_with_rusage(pid).unwrap();
+        done = rocprof_attach::engine::ptrace::reap_with_rusage(pid).unwrap();
         done.is_some()
     });
     let usage = done.unwrap();

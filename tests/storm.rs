@@ -15,7 +15,7 @@
 mod common;
 
 use common::{at_entry, env_buffer, symbol_addr, wait_until, Pristine, Target, TargetOpts};
-use rocprof_attach::agent::{self, CallTimeouts, Job};
+use rocprof_attach::engine::agent::{self, CallTimeouts, Job};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -81,7 +81,7 @@ fn sigusr1_storm_through_a_thousand_attach_detach_cycles() {
             while !stop.load(Ordering::Relaxed) {
                 let k = (n % (workers.len() as u64 + 1)) as usize;
                 if k < workers.len() {
-                    rocprof_attach::ptrace::tgkill(pid, workers[k], libc::SIGUSR1)
+                    rocprof_attach::engine::ptrace::tgkill(pid, workers[k], libc::SIGUSR1)
                         .map_err(|e| e.to_string())?;
                 } else {
                     nix::sys::signal::kill(

@@ -9,11 +9,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::domain::{lds_block_size, Domain};
-use super::numfmt::{csv_double, hex16, Line};
+use super::numfmt::{csv_double, Line};
 use super::output::{OutFile, OutputSet};
 use super::reader::{Dims, Source};
 use super::ConvertOptions;
-use crate::{Error, Result};
+use crate::rocpd::error::{Error, Result};
 
 /// CSV files, lazily created when their first row arrives.
 struct Files<'m, 'o> {
@@ -79,15 +79,15 @@ pub fn write(
     for src in sources {
         let dims = src.dims(opts.agent_index)?;
         let second = src.input.reopen()?;
-        let info = src.info.clone();
+        let (info, window) = (src.info.clone(), src.window());
         let (k, a) = std::thread::scope(|s| {
             let kf = &mut kfiles;
             let dims = &dims;
             let handle = s.spawn(move || -> Result<u64> {
-                let ksrc = second.source_for(&info)?;
+                let ksrc = &second.source_for(&info)?.with_window(window);
                 let mut line = Line::default();
-                Ok(kernels(&ksrc, dims, opts, kf, &mut line)?
-                    + counters(&ksrc, dims, opts, kf, &mut line)?)
+                Ok(kernels(ksrc, dims, opts, kf, &mut line)?
+                    + counters(ksrc, dims, opts, kf, &mut line)?)
             });
             let mut line = Line::default();
             let a = (|| -> Result<u64> {
@@ -107,6 +107,11 @@ pub fn write(
     kfiles.finish()?;
     afiles.finish()?;
     Ok(rows)
+}
+
+/// `x * y * z` of a grid or workgroup size, saturating (a corrupt database may hold any size).
+fn volume(v: [i64; 3]) -> i64 {
+    v[0].saturating_mul(v[1]).saturating_mul(v[2])
 }
 
 /// The kernel name as rocprofv3 prints it, honouring `--kernel-rename`.
@@ -277,7 +282,7 @@ fn allocations(
                 .s(m.operation)
                 .s(agent)
                 .i(m.size)
-                .s(&hex16(m.address as u64))
+                .hex16(m.address as u64)
                 .i(m.corr.internal)
                 .i(m.start)
                 .i(m.end)
@@ -315,7 +320,7 @@ fn counters(
             .i(k.queue_id)
             .i(k.pid)
             .i(k.tid)
-            .i(k.grid[0] * k.grid[1] * k.grid[2])
+            .i(volume(k.grid))
             .i(k.kernel_id)
             .s(kernel_name(
                 dims,
@@ -323,7 +328,7 @@ fn counters(
                 k.region_name_id,
                 opts.kernel_rename,
             ))
-            .i(k.workgroup[0] * k.workgroup[1] * k.workgroup[2])
+            .i(volume(k.workgroup))
             .i(lds_block_size(sym.group_segment_size))
             .i(sym.private_segment_size)
             .i(sym.arch_vgpr_count)

@@ -189,5 +189,6 @@ pub const LDS_BLOCK: i64 = 512;
 
 /// `LDS_Block_Size` for a kernel's static group segment size.
 pub fn lds_block_size(group_segment_size: i64) -> i64 {
-    (group_segment_size + (LDS_BLOCK - 1)) & !(LDS_BLOCK - 1)
+    // Saturating: a corrupt database may hold any size.
+    group_segment_size.saturating_add(LDS_BLOCK - 1) & !(LDS_BLOCK - 1)
 }

@@ -7,27 +7,35 @@
 //! * [`reader`]: opens and validates one or several databases and streams their rows;
 //! * [`csv`], [`json`], [`summary`]: the converters; [`output`] makes their files appear
 //!   atomically;
-//! * [`cli`]: the `convert` and `summary` subcommands.
+//! * [`error`]: this layer's error type.
+//!
+//! The `convert` and `summary` subcommands live in the front end (`crate::cli`); nothing here
+//! prints: summaries are written to a given [`std::io::Write`].
 
-pub mod cli;
 pub mod csv;
 pub mod domain;
+pub mod error;
 pub mod guid;
 pub mod json;
 pub mod model;
 pub mod numfmt;
+pub mod otf2;
 pub mod output;
+pub mod pftrace;
+pub mod query;
 pub mod reader;
+pub mod report;
 pub mod schema;
 pub mod summary;
+pub mod window;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
 
 use crate::format::OutputFormat;
-use crate::{Error, Result};
 
-pub use reader::AgentIndex;
+pub use error::{Error, Result};
+pub use reader::{AgentIndex, TimeWindow};
 pub use writer::Writer;
 
 /// Options shared by the converters.
@@ -39,6 +47,13 @@ pub struct ConvertOptions {
     pub kernel_rename: bool,
     /// Also write the `*_stats.csv` files.
     pub stats: bool,
+    /// The time window (`--start/--end`, markers, `--inclusive`); unset keeps everything.
+    pub time_window: window::WindowSpec,
+    /// Perfetto/OTF2: kernel tracks per agent and queue instead of per stream.
+    pub group_by_queue: bool,
+    /// Convert only the records inside this time range (`None`: all). `convert_with` sets it from
+    /// `time_window`.
+    pub window: Option<TimeWindow>,
 }
 
 /// What a conversion produced.
@@ -50,6 +65,10 @@ pub struct ConvertReport {
     pub csv_rows: u64,
     /// Records written to JSON.
     pub json_rows: u64,
+    /// What the Perfetto trace holds, when one was written.
+    pub pftrace: Option<pftrace::Counts>,
+    /// What the OTF2 archive holds, when one was written.
+    pub otf2: Option<otf2::Counts>,
 }
 
 /// Output file names `formats` may produce for `out_name`.
@@ -60,6 +79,12 @@ fn candidate_names(formats: &[OutputFormat], out_name: &str, stats: bool) -> Vec
     }
     if formats.contains(&OutputFormat::Json) {
         names.push(json::file_name(out_name));
+    }
+    if formats.contains(&OutputFormat::Pftrace) {
+        names.push(pftrace::file_name(out_name));
+    }
+    if formats.contains(&OutputFormat::Otf2) {
+        names.extend(otf2::file_names(out_name));
     }
     if stats {
         names.extend(
@@ -73,7 +98,7 @@ fn candidate_names(formats: &[OutputFormat], out_name: &str, stats: bool) -> Vec
 }
 
 /// Refuses output names that would replace one of the inputs.
-fn check_not_overwriting(inputs: &[PathBuf], out_dir: &Path, names: &[String]) -> Result<()> {
+pub fn check_not_overwriting(inputs: &[PathBuf], out_dir: &Path, names: &[String]) -> Result<()> {
     if out_name_invalid(names) {
         return Err(Error::usage(
             "the output name must not contain '/' or be empty; use -d for the directory",
@@ -114,8 +139,13 @@ pub fn convert_with(
 ) -> Result<ConvertReport> {
     let want_csv = formats.contains(&OutputFormat::Csv);
     let want_json = formats.contains(&OutputFormat::Json);
-    if !want_csv && !want_json && !opts.stats {
+    let want_pftrace = formats.contains(&OutputFormat::Pftrace);
+    let want_otf2 = formats.contains(&OutputFormat::Otf2);
+    if !want_csv && !want_json && !want_pftrace && !want_otf2 && !opts.stats {
         return Ok(ConvertReport::default());
+    }
+    if want_otf2 {
+        otf2::check_available()?;
     }
     check_not_overwriting(
         inputs,
@@ -124,8 +154,32 @@ pub fn convert_with(
     )?;
     let dbs = reader::open_all(inputs)?;
     let sources = reader::all_sources(&dbs)?;
+    let window = opts.time_window.resolve(&sources)?;
+    let reader_window = window
+        .map(|w| TimeWindow {
+            start: w.start,
+            end: w.end,
+            inclusive: w.inclusive,
+        })
+        .or(opts.window);
+    let sources = reader::all_sources_in(&dbs, reader_window)?;
     let mut out = output::OutputSet::new(out_dir)?;
     let mut report = ConvertReport::default();
+    let trace_opts = pftrace::PftraceOptions {
+        agent_index: opts.agent_index,
+        kernel_rename: opts.kernel_rename,
+        group_by_queue: opts.group_by_queue,
+    };
+    if want_pftrace {
+        report.pftrace = Some(pftrace::write(
+            &dbs, trace_opts, window, &mut out, out_name,
+        )?);
+    }
+    if want_otf2 {
+        report.otf2 = Some(otf2::write(
+            &sources, trace_opts, window, &mut out, out_name,
+        )?);
+    }
     if want_csv {
         report.csv_rows = csv::write(&sources, opts, &mut out, out_name)?;
     }
@@ -139,8 +193,9 @@ pub fn convert_with(
     Ok(report)
 }
 
-/// Converts `inputs` to `formats` in `out_dir` with file names starting `out_name_`. Formats the
-/// profiler writes itself (rocpd, pftrace, otf2) are skipped. Returns the files written.
+/// Converts `inputs` to `formats` (CSV, JSON, Perfetto, OTF2; rocpd is skipped) in `out_dir`
+/// with file names starting `out_name_`. Returns the files written (an OTF2 archive as its
+/// anchor file, its `.def` file and its event directory).
 pub fn convert_outputs(
     inputs: &[PathBuf],
     formats: &[OutputFormat],
@@ -157,17 +212,17 @@ pub fn convert_outputs(
     .files)
 }
 
-/// Prints per-domain and overall duration tables (top `top` rows each) for `inputs` to stdout,
-/// fitted to the terminal width.
-pub fn print_summary(inputs: &[PathBuf], top: usize) -> Result<()> {
+/// Writes per-domain and overall duration tables (top `top` rows each) for `inputs` to `out`,
+/// fitted to `width` columns.
+pub fn write_summary(
+    out: &mut dyn std::io::Write,
+    inputs: &[PathBuf],
+    top: usize,
+    width: usize,
+) -> Result<()> {
     let dbs = reader::open_all(inputs)?;
     let sources = reader::all_sources(&dbs)?;
     let s = summary::Summary::collect(&sources, &ConvertOptions::default())?;
-    print!("{}", s.render(top, summary::terminal_width()));
-    Ok(())
-}
-
-/// Entry point of the `convert` and `summary` subcommands. `args[0]` is the subcommand name.
-pub fn cli_main(args: &[std::ffi::OsString]) -> crate::ExitCode {
-    cli::main(args)
+    out.write_all(s.render(top, width).as_bytes())
+        .map_err(|e| Error::io("writing the summary", e))
 }

@@ -72,6 +72,15 @@ pub fn hex16(v: u64) -> String {
     format!("0x{v:016x}")
 }
 
+/// Appends [`hex16`]`(v)` without allocating.
+pub fn push_hex16(buf: &mut Vec<u8>, v: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    buf.extend_from_slice(b"0x");
+    for i in (0..16).rev() {
+        buf.push(HEX[((v >> (i * 4)) & 0xf) as usize]);
+    }
+}
+
 /// A reusable buffer for one CSV line in rocprofv3's encoding.
 #[derive(Default)]
 pub struct Line {
@@ -110,6 +119,15 @@ impl Line {
         self
     }
 
+    /// A quoted address cell, `"0x` + 16 lowercase hex digits + `"`.
+    pub fn hex16(&mut self, v: u64) -> &mut Self {
+        self.sep();
+        self.buf.push(b'"');
+        push_hex16(&mut self.buf, v);
+        self.buf.push(b'"');
+        self
+    }
+
     /// A pre-formatted bare cell (e.g. a float).
     pub fn raw(&mut self, v: &str) -> &mut Self {
         self.sep();
@@ -132,17 +150,30 @@ pub fn push_i64(buf: &mut Vec<u8>, v: i64) {
     push_u64(buf, v.unsigned_abs());
 }
 
-/// Appends the decimal form of `v`.
+/// The two-digit decimal forms of 0..100, for [`push_u64`].
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends the decimal form of `v` (two digits per division).
 pub fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
     let mut tmp = [0u8; 20];
     let mut i = tmp.len();
-    loop {
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&PAIRS[d..d + 2]);
+    }
+    if v >= 10 {
+        let d = v as usize * 2;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&PAIRS[d..d + 2]);
+    } else {
         i -= 1;
-        tmp[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        tmp[i] = b'0' + v as u8;
     }
     buf.extend_from_slice(&tmp[i..]);
 }
@@ -164,6 +195,19 @@ mod tests {
         assert_eq!(c_scientific(7.002e7, 3), "7.002e+07");
         assert_eq!(c_scientific(1.5e-120, 2), "1.50e-120");
         assert_eq!(hex16(0x7ffb26354000), "0x00007ffb26354000");
+        let mut b = Vec::new();
+        push_hex16(&mut b, u64::MAX);
+        assert_eq!(b, b"0xffffffffffffffff");
+        for v in [0u64, 7, 10, 99, 100, 101, 999, 1000, 123456789, u64::MAX] {
+            let mut b = Vec::new();
+            push_u64(&mut b, v);
+            assert_eq!(b, v.to_string().as_bytes());
+        }
+        for v in [i64::MIN, -1, 0, 42, i64::MAX] {
+            let mut b = Vec::new();
+            push_i64(&mut b, v);
+            assert_eq!(b, v.to_string().as_bytes());
+        }
         let mut l = Line::default();
         assert_eq!(
             l.start().s("a,b").i(-12).i(0).raw("1.5").end(),

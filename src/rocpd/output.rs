@@ -8,12 +8,13 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use crate::rocpd::error::{Error, Result};
 
 /// The files of one conversion run.
 pub struct OutputSet {
     dir: PathBuf,
     pending: Vec<(PathBuf, PathBuf)>,
+    temp_dirs: Vec<PathBuf>,
     committed: bool,
 }
 
@@ -82,6 +83,7 @@ impl OutputSet {
         Ok(OutputSet {
             dir: dir.to_path_buf(),
             pending: Vec::new(),
+            temp_dirs: Vec::new(),
             committed: false,
         })
     }
@@ -110,13 +112,32 @@ impl OutputSet {
         })
     }
 
+    /// Starts writing `file_name` unbuffered (for writers that buffer themselves or write from
+    /// another thread); renamed into place on commit like [`OutputSet::create`]'s files.
+    pub fn create_raw(&mut self, file_name: &str) -> Result<File> {
+        let dest = self.dest(file_name);
+        let tmp = self
+            .dir
+            .join(format!(".{file_name}.{}.tmp", std::process::id()));
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| write_error(&dest, &e))?;
+        self.pending.push((tmp, dest));
+        Ok(f)
+    }
+
     /// An anonymous scratch file in the output directory (unlinked at once, so it never lingers).
+    /// Several threads may ask for one at the same time.
     pub fn scratch(&self) -> Result<File> {
-        let path = self.dir.join(format!(
-            ".rocprof-attach-spool.{}.{}",
-            std::process::id(),
-            self.pending.len()
-        ));
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = self
+            .dir
+            .join(format!(".rocprof-attach-spool.{}.{n}", std::process::id()));
         let f = OpenOptions::new()
             .read(true)
             .write(true)
@@ -127,10 +148,33 @@ impl OutputSet {
         Ok(f)
     }
 
+    /// A new hidden directory in the output directory for outputs made of several entries
+    /// (OTF2 archives); removed with everything left in it when the set is dropped.
+    pub fn temp_dir(&mut self, tag: &str) -> Result<PathBuf> {
+        let path = self.dir.join(format!(
+            ".{tag}.{}.{}.tmp",
+            std::process::id(),
+            self.temp_dirs.len()
+        ));
+        std::fs::create_dir(&path).map_err(|e| write_error(&self.dir, &e))?;
+        self.temp_dirs.push(path.clone());
+        Ok(path)
+    }
+
+    /// Registers an entry made in a [`OutputSet::temp_dir`] to be renamed to `file_name` on
+    /// commit (a directory replaces an existing one of that name).
+    pub fn adopt(&mut self, tmp: PathBuf, file_name: &str) {
+        let dest = self.dest(file_name);
+        self.pending.push((tmp, dest));
+    }
+
     /// Renames every finished file into place and returns the final paths.
     pub fn commit(mut self) -> Result<Vec<PathBuf>> {
         let mut done = Vec::new();
         for (tmp, dest) in &self.pending {
+            if tmp.is_dir() && dest.is_dir() {
+                std::fs::remove_dir_all(dest).map_err(|e| write_error(dest, &e))?;
+            }
             std::fs::rename(tmp, dest).map_err(|e| write_error(dest, &e))?;
             done.push(dest.clone());
         }
@@ -145,6 +189,9 @@ impl Drop for OutputSet {
             for (tmp, _) in &self.pending {
                 let _ = std::fs::remove_file(tmp);
             }
+        }
+        for d in &self.temp_dirs {
+            let _ = std::fs::remove_dir_all(d);
         }
     }
 }

@@ -11,8 +11,9 @@ use super::domain::{Domain, STATS_HEADER};
 use super::numfmt::{c_fixed, c_scientific, stats_double, stats_percent, Line};
 use super::output::OutputSet;
 use super::reader::Source;
+use super::window::{keeps, MaybeWindow};
 use super::ConvertOptions;
-use crate::Result;
+use crate::rocpd::error::Result;
 
 /// Accumulated durations of one name.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -40,8 +41,9 @@ impl Stats {
             self.max = self.max.max(v);
         }
         self.count += 1;
-        self.sum = self.sum.wrapping_add(v);
-        self.sqr += u128::from(v) * u128::from(v);
+        self.sum = self.sum.saturating_add(v);
+        // Five durations near i64::MAX (a corrupt database) would overflow even a u128.
+        self.sqr = self.sqr.saturating_add(u128::from(v) * u128::from(v));
     }
 
     /// Merges another accumulator.
@@ -54,8 +56,8 @@ impl Stats {
             return;
         }
         self.count += o.count;
-        self.sum = self.sum.wrapping_add(o.sum);
-        self.sqr += o.sqr;
+        self.sum = self.sum.saturating_add(o.sum);
+        self.sqr = self.sqr.saturating_add(o.sqr);
         self.min = self.min.min(o.min);
         self.max = self.max.max(o.max);
     }
@@ -102,11 +104,25 @@ fn add(map: &mut HashMap<String, Stats>, name: &str, start: i64, end: i64) {
 impl Summary {
     /// Accumulates every kernel, API call, copy and allocation of `sources`.
     pub fn collect(sources: &[Source<'_>], opts: &ConvertOptions) -> Result<Summary> {
+        Summary::collect_in(sources, opts, &None)
+    }
+
+    /// Accumulates the kernels, API calls, copies and allocations of `sources` that `window`
+    /// keeps.
+    pub fn collect_in(
+        sources: &[Source<'_>],
+        opts: &ConvertOptions,
+        window: &MaybeWindow,
+    ) -> Result<Summary> {
+        let w = *window;
         let mut s = Summary::default();
         for src in sources {
             let dims = src.dims(opts.agent_index)?;
             let kmap = s.domains.entry(Domain::KernelDispatch).or_default();
             src.dispatches(|k| {
+                if !keeps(&w, k.start, k.end) {
+                    return Ok(());
+                }
                 add(
                     kmap,
                     kernel_name(&dims, k.kernel_id, k.region_name_id, opts.kernel_rename),
@@ -117,6 +133,9 @@ impl Summary {
             })?;
             let mut kinds: HashMap<Option<i64>, Option<Domain>> = HashMap::new();
             src.api_calls(|a| {
+                if !keeps(&w, a.start, a.end) {
+                    return Ok(());
+                }
                 let domain = *kinds
                     .entry(a.category_id)
                     .or_insert_with(|| Domain::of_api_kind(dims.string(a.category_id)));
@@ -131,10 +150,16 @@ impl Summary {
             })?;
             let cmap = s.domains.entry(Domain::MemoryCopy).or_default();
             src.memory_copies(|m| {
+                if !keeps(&w, m.start, m.end) {
+                    return Ok(());
+                }
                 add(cmap, dims.string(m.name_id), m.start, m.end);
                 Ok(())
             })?;
             src.memory_allocations(|m| {
+                if !keeps(&w, m.start, m.end) {
+                    return Ok(());
+                }
                 let d = if m.scratch {
                     Domain::ScratchMemory
                 } else {
@@ -190,7 +215,7 @@ impl Summary {
         let mut line = Line::default();
         for d in self.present() {
             let rows = self.sorted(d);
-            let total: u64 = rows.iter().map(|r| r.1.sum).sum();
+            let total = saturating_total(rows.iter().map(|r| r.1.sum));
             let mut f = out.create(&format!("{name}_{}.csv", d.stats_name()))?;
             f.write_all(STATS_HEADER.as_bytes())?;
             for (n, s) in rows {
@@ -200,7 +225,7 @@ impl Summary {
         }
         let totals = self.domain_totals();
         if !totals.is_empty() {
-            let all: u64 = totals.iter().map(|t| t.1.sum).sum();
+            let all = saturating_total(totals.iter().map(|t| t.1.sum));
             let mut f = out.create(&format!("{name}_domain_stats.csv"))?;
             f.write_all(STATS_HEADER.as_bytes())?;
             for (d, s) in totals {
@@ -219,8 +244,8 @@ impl Summary {
         let mut grand = 0u64;
         for d in self.present() {
             let rows = self.sorted(d);
-            let total: u64 = rows.iter().map(|r| r.1.sum).sum();
-            grand += total;
+            let total = saturating_total(rows.iter().map(|r| r.1.sum));
+            grand = grand.saturating_add(total);
             let shown: Vec<(String, &'static str, Stats)> = rows
                 .iter()
                 .take(top)
@@ -239,6 +264,11 @@ impl Summary {
         }
         out
     }
+}
+
+/// Sum of durations that saturates instead of overflowing (corrupt databases can hold any value).
+fn saturating_total(sums: impl Iterator<Item = u64>) -> u64 {
+    sums.fold(0, u64::saturating_add)
 }
 
 fn stats_line<'l>(line: &'l mut Line, name: &str, s: &Stats, total: u64) -> &'l [u8] {
@@ -390,7 +420,8 @@ fn table(
     out
 }
 
-/// The terminal width: `$COLUMNS`, else the size of the terminal on stdout, else 100.
+/// The width to fit tables to: `$COLUMNS`, else the size of the terminal on stdout, else
+/// unlimited (a file or a pipe gets every column and full names).
 pub fn terminal_width() -> usize {
     if let Some(c) = std::env::var("COLUMNS")
         .ok()
@@ -399,7 +430,7 @@ pub fn terminal_width() -> usize {
     {
         return c;
     }
-    crate::ptrace::sys::terminal_columns().unwrap_or(100)
+    crate::engine::ptrace::sys::terminal_columns().unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]

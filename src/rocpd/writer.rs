@@ -13,7 +13,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use super::guid::Guid;
 use super::model::*;
 use super::schema;
-use crate::{Error, Result};
+use crate::rocpd::error::{Error, Result};
 
 /// A rocpd database being written for one process.
 pub struct Writer {

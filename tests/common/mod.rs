@@ -30,7 +30,15 @@ fn hash_files(files: &[&Path], extra: &str) -> String {
 
 /// Compile with gcc into `target/tmp/fixtures/<hash>/<out>` once; parallel test processes race
 /// safely because each writes a temporary file and renames it into place.
+///
+/// `ROCPROF_FIXTURES_DIR` names a folder of fixtures built beforehand (benchmarks run on a
+/// machine without a compiler): `build` then returns `<dir>/<out>` as is.
 pub fn build(out: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
+    if let Some(dir) = std::env::var_os("ROCPROF_FIXTURES_DIR") {
+        let prebuilt = PathBuf::from(dir).join(out);
+        assert!(prebuilt.exists(), "{} is missing", prebuilt.display());
+        return prebuilt;
+    }
     let src = fixture_src();
     let paths: Vec<PathBuf> = sources.iter().map(|s| src.join(s)).collect();
     let mut all: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
@@ -194,6 +202,38 @@ impl Target {
             use std::os::unix::process::CommandExt;
             std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
                 .expect("chmod target dir");
+            // The checkout may lie in a directory that user cannot enter (a clone in /root): run
+            // copies from the target's own world-readable directory.
+            let bin = public_copy(&target_bin(), dir.path());
+            let lib = public_copy(&register_lib(), dir.path());
+            cmd = Command::new(bin);
+            cmd.arg("--workers")
+                .arg(opts.workers.to_string())
+                .arg("--heartbeat")
+                .arg(&heartbeat);
+            for (flag, on) in [
+                ("--no-register", !opts.register),
+                ("--fork-child", opts.fork_child),
+                ("--exec-child", opts.exec_child),
+                ("--signal-workers", opts.signal_workers),
+                ("--sigtrap-handler", opts.sigtrap_handler),
+            ] {
+                if on {
+                    cmd.arg(flag);
+                }
+            }
+            if let Some(tag) = &opts.tag {
+                cmd.arg("--tag").arg(tag);
+            }
+            cmd.env("STANDIN_REGISTER_LIB", lib)
+                .env("ROCPROF_STANDIN_LOG", &log)
+                .env_remove("ROCP_TOOL_ATTACH");
+            if opts.attach_enabled {
+                cmd.env("ROCP_TOOL_ATTACH", "1");
+            }
+            for (k, v) in &opts.env {
+                cmd.env(k, v);
+            }
             cmd.uid(uid).gid(uid);
         }
         // The target works in its own temporary directory, so a tool writing to its default
@@ -331,6 +371,27 @@ impl Drop for Target {
         }
         self.kill();
     }
+}
+
+/// A world-readable temporary directory outside the checkout (which may lie in a 0700 home).
+pub fn public_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::Builder::new()
+        .prefix("rocprof-public")
+        .tempdir_in(std::env::temp_dir())
+        .expect("public tempdir");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    d
+}
+
+/// Copy `src` (a binary or library of the checkout) into `dir`, readable and executable by
+/// everyone, for processes that run as another user.
+pub fn public_copy(src: &Path, dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(src.file_name().expect("file name"));
+    std::fs::copy(src, &p).expect("copy into public dir");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    p
 }
 
 /// TID of the `rocp-bg-attach` thread of `pid`, if any.
@@ -508,8 +569,12 @@ pub fn tool_lib() -> PathBuf {
     build("libstandin-tool.so", &["tool.c"], &["-fPIC", "-shared"])
 }
 
-/// The `rocprof-attach` binary: cargo's for tests, the release build for examples.
+/// The `rocprof-attach` binary: cargo's for tests, the release build for examples
+/// (`ROCPROF_ATTACH_BIN` overrides it for benchmarks run elsewhere).
 pub fn bin() -> PathBuf {
+    if let Some(b) = std::env::var_os("ROCPROF_ATTACH_BIN") {
+        return PathBuf::from(b);
+    }
     option_env!("CARGO_BIN_EXE_rocprof-attach")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -639,7 +704,7 @@ pub fn listener_regs(pid: i32, tid: i32) -> Vec<u64> {
     wait_until(Duration::from_secs(10), || {
         thread_state(pid, tid) == Some('S')
     });
-    let mut tr = rocprof_attach::ptrace::Tracee::seize(pid, tid).expect("seize listener");
+    let mut tr = rocprof_attach::engine::ptrace::Tracee::seize(pid, tid).expect("seize listener");
     tr.interrupt(Duration::from_secs(5))
         .expect("interrupt listener");
     let regs = tr.getregs().expect("listener registers");

@@ -1,0 +1,391 @@
+//! The library's sessions: which processes this host attached, and the tree lists.
+//!
+//! A process-global map keyed by PID, under a mutex that is never held across ptrace work: a
+//! call first reserves its PIDs (a second call for the same PID gets status 2 at once), releases
+//! the lock, attaches or detaches, then records the result. Calls from several host threads on
+//! different PIDs therefore run at the same time. Between calls nothing of ours runs: no thread,
+//! no tracer (each attach and detach is one short agent process).
+
+use super::agent::{self, ExecInjector};
+use super::log::Log;
+use super::status::{self, Status};
+use crate::attach::envbuf::EnvList;
+use crate::attach::preflight::LISTENER_COMM;
+use crate::attach::session::{self, Attachment, Event, Plan};
+use crate::attach::toolpath::{self, DEFAULT_TOOL};
+use crate::attach::Error;
+use crate::engine::procfs;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// The variable the tool library string is read from (protocol section 5.4).
+pub const TOOL_VARIABLE: &str = "ROCPROF_ATTACH_TOOL_LIBRARY";
+
+#[derive(Debug)]
+enum Slot {
+    /// An attach or detach of this PID is running in some thread.
+    Busy,
+    /// Attached; what a detach needs.
+    Attached(Box<Attachment>),
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    slots: HashMap<i32, Slot>,
+    /// Tree root -> the PIDs its `rocattach_attach_tree` attached, root first.
+    trees: HashMap<i32, Vec<i32>>,
+    /// The injector, created on first use (finding the agent reads /proc/self/maps).
+    injector: Option<std::sync::Arc<ExecInjector>>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+fn registry() -> MutexGuard<'static, Option<Registry>> {
+    // A panic in another call cannot leave the map inconsistent (every update is one statement).
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    let mut guard = registry();
+    f(guard.get_or_insert_with(Registry::default))
+}
+
+/// The injector (finding the agent executable the first time).
+fn injector(log: &Log) -> Result<std::sync::Arc<ExecInjector>, Status> {
+    if let Some(i) = with_registry(|r| r.injector.clone()) {
+        return Ok(i);
+    }
+    match agent::find(toolpath::at_secure(), log) {
+        Ok(program) => {
+            log.info(&format!("injection agent: {}", program.display()));
+            let i = std::sync::Arc::new(ExecInjector::new(program));
+            Ok(with_registry(|r| r.injector.get_or_insert(i).clone()))
+        }
+        Err(msg) => {
+            log.error(&msg);
+            Err(Status::Error)
+        }
+    }
+}
+
+/// Reserve `pid`; `false` (and an error line) when it already has a session or a call in flight.
+fn reserve(pid: i32, log: &Log) -> bool {
+    let taken = with_registry(|r| match r.slots.get(&pid) {
+        Some(s) => Some(matches!(s, Slot::Busy)),
+        None => {
+            r.slots.insert(pid, Slot::Busy);
+            None
+        }
+    });
+    match taken {
+        None => true,
+        Some(busy) => {
+            log.error(&if busy {
+                format!("process {pid}: another thread is attaching or detaching it right now; wait for that call to return")
+            } else {
+                format!("process {pid} is already attached by this process; call rocattach_detach({pid}) first")
+            });
+            false
+        }
+    }
+}
+
+fn release(pids: &[i32]) {
+    with_registry(|r| {
+        for p in pids {
+            if matches!(r.slots.get(p), Some(Slot::Busy)) {
+                r.slots.remove(p);
+            }
+        }
+    });
+}
+
+/// The tool library string as rocattach chooses it: `ROCPROF_ATTACH_TOOL_LIBRARY` verbatim, else
+/// the default soname; the override is ignored in a secure-execution host.
+fn tool_string(log: &Log) -> Result<String, Status> {
+    let Some(v) = std::env::var_os(TOOL_VARIABLE) else {
+        return Ok(DEFAULT_TOOL.to_string());
+    };
+    if toolpath::at_secure() {
+        log.warn(&format!(
+            "ignoring {TOOL_VARIABLE} because this process runs in a secure-execution context (setuid, setgid \
+             or file capabilities); using {DEFAULT_TOOL}"
+        ));
+        return Ok(DEFAULT_TOOL.to_string());
+    }
+    let Ok(v) = v.into_string() else {
+        log.error(&format!(
+            "{TOOL_VARIABLE} is not valid UTF-8: set it to the path of librocprofiler-sdk-tool.so"
+        ));
+        return Err(Status::InvalidArgument);
+    };
+    if v.split(':').all(|e| e.trim().is_empty()) {
+        log.error(&format!(
+            "{TOOL_VARIABLE} is set but empty: set it to the tool library path (e.g. \
+             /opt/rocm/lib/rocprofiler-sdk/librocprofiler-sdk-tool.so) or unset it to use {DEFAULT_TOOL}"
+        ));
+        return Err(Status::InvalidArgument);
+    }
+    Ok(v)
+}
+
+/// Checks that need no ptrace, in rocattach's order: the tool string inside the target's root
+/// (absolute entries must exist and be regular ELF files: [`toolpath::validate`]), then the
+/// listener.
+fn precheck(pid: i32, tool: &str, log: &Log) -> Result<(), Status> {
+    let fail = |e: Error| {
+        log.error(&e.to_string());
+        match e {
+            Error::NotAttachable { .. } => Status::InvalidArgument,
+            e => status::of_error(&e),
+        }
+    };
+    if !procfs::proc_dir(pid).exists() {
+        return Err(fail(Error::ProcessGone { pid }));
+    }
+    let (warnings, _) = toolpath::validate(pid, tool).map_err(fail)?;
+    for w in warnings {
+        log.warn(&w);
+    }
+    match procfs::threads_named(pid, LISTENER_COMM) {
+        Ok(t) if t.is_empty() => {
+            log.error(&format!(
+                "Cannot attach to process {pid}: '{LISTENER_COMM}' thread not found. Start the target with \
+                 ROCP_TOOL_ATTACH=1, or use a rocprofiler-register build configured with \
+                 ROCPROFILER_REGISTER_BUILD_DEFAULT_ATTACHMENT=ON."
+            ));
+            Err(Status::Error)
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(fail(e.into())),
+    }
+}
+
+/// Events of the session as log lines.
+fn events(log: &Log) -> impl Fn(Event) + Sync + '_ {
+    move |e| match e {
+        Event::Warning { message, .. } => log.warn(&message),
+        Event::Attached { pid, attach_ms, .. } => {
+            log.info(&format!("attached to process {pid} in {attach_ms:.1} ms"))
+        }
+        Event::Detached { pid, detach_ms } => {
+            log.info(&format!("detached from process {pid} in {detach_ms:.1} ms"))
+        }
+        _ => {}
+    }
+}
+
+/// `rocattach_attach` (`tree == false`) and `rocattach_attach_tree`.
+pub fn attach(pid: i32, tree: bool, log: &Log) -> Status {
+    if !cfg!(target_arch = "x86_64") {
+        log.error("attaching is supported on x86-64 only");
+        return Status::NotSupported;
+    }
+    if pid <= 0 {
+        log.error(&format!(
+            "invalid PID {pid}: pass the positive process id of a running ROCm application"
+        ));
+        return Status::InvalidArgument;
+    }
+    let tool = match tool_string(log) {
+        Ok(t) => t,
+        Err(s) => return s,
+    };
+    if !reserve(pid, log) {
+        return Status::InvalidArgument;
+    }
+    let mut reserved = vec![pid];
+    let status = log.scope(|| attach_reserved(pid, tree, &tool, log, &mut reserved));
+    release(&reserved);
+    status
+}
+
+fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut Vec<i32>) -> Status {
+    if let Err(s) = precheck(pid, tool, log) {
+        return s;
+    }
+    let injector = match injector(log) {
+        Ok(i) => i,
+        Err(s) => return s,
+    };
+    let on_event = events(log);
+    // One preflight at a time: no threads of ours in the host process for that.
+    let mut plan = match session::plan_roots(&[pid], tree, Some(tool), 1, &on_event) {
+        Ok(p) => p,
+        Err(e) => {
+            log.error(&e.to_string());
+            return status::of_error(&e);
+        }
+    };
+    let mut last = Status::Success;
+    for f in &plan.failures {
+        log.error(&f.error.to_string());
+        last = status::of_error(&f.error);
+    }
+    // Descendants that already have a session (or a call in flight) fail with 2.
+    plan.targets.retain(|p| {
+        let d = p.report.pid;
+        if d == pid {
+            return true;
+        }
+        if reserve(d, log) {
+            reserved.push(d);
+            true
+        } else {
+            last = Status::InvalidArgument;
+            false
+        }
+    });
+    let env = EnvList::from_process();
+    let out = session::attach(
+        &plan,
+        &env,
+        session::DEFAULT_PARALLEL,
+        &*injector,
+        &on_event,
+        &|| false,
+    );
+    for f in &out.failures {
+        log.error(&f.error.to_string());
+        if f.pid == pid {
+            // The root is mandatory: its failure is the call's status, nothing else was tried.
+            return status::of_error(&f.error);
+        }
+        last = status::of_error(&f.error);
+    }
+    record(pid, tree, &plan, out.attached);
+    last
+}
+
+/// Store the sessions (and the tree list) of what was attached.
+fn record(root: i32, tree: bool, plan: &Plan, attached: Vec<Attachment>) {
+    // Plan order: root first, descendants breadth-first.
+    let order: Vec<i32> = plan
+        .pids()
+        .into_iter()
+        .filter(|p| attached.iter().any(|a| a.pid == *p))
+        .collect();
+    with_registry(|r| {
+        for a in attached {
+            r.slots.insert(a.pid, Slot::Attached(Box::new(a)));
+        }
+        if tree && order.first() == Some(&root) {
+            r.trees.insert(root, order);
+        }
+    });
+}
+
+/// `rocattach_detach`: one PID, or every session with `pid == 0` (always success).
+pub fn detach(pid: i32, log: &Log) -> Status {
+    if pid < 0 {
+        log.error(&format!(
+            "invalid PID {pid}: pass the PID given to rocattach_attach, or 0 to detach every session"
+        ));
+        return Status::InvalidArgument;
+    }
+    if pid == 0 {
+        let all = with_registry(|r| {
+            r.trees.clear();
+            take_attached(r, None)
+        });
+        log.scope(|| detach_taken(&all, log));
+        return Status::Success;
+    }
+    match with_registry(|r| match r.slots.get(&pid) {
+        Some(Slot::Attached(_)) => Ok(take_attached(r, Some(&[pid]))),
+        Some(Slot::Busy) => Err(true),
+        None => Err(false),
+    }) {
+        Ok(taken) => log.scope(|| detach_taken(&taken, log)),
+        Err(busy) => {
+            log.error(&if busy {
+                format!("process {pid}: another thread is attaching or detaching it right now; wait for that call to return")
+            } else {
+                format!("no session for process {pid}: rocattach_detach only undoes a successful rocattach_attach({pid}) of this process")
+            });
+            Status::InvalidArgument
+        }
+    }
+}
+
+/// `rocattach_detach_tree`: exactly the PIDs the matching tree attach recorded.
+pub fn detach_tree(pid: i32, log: &Log) -> Status {
+    let Some(list) = with_registry(|r| r.trees.remove(&pid)).filter(|l| !l.is_empty()) else {
+        log.error(&format!(
+            "no tree session for process {pid}: rocattach_detach_tree undoes a successful rocattach_attach_tree({pid})"
+        ));
+        return Status::InvalidArgument;
+    };
+    let taken = with_registry(|r| take_attached(r, Some(&list)));
+    if taken.len() < list.len() {
+        log.info(&format!(
+            "process {pid}: {} of the {} processes of this tree were already detached",
+            list.len() - taken.len(),
+            list.len()
+        ));
+    }
+    log.scope(|| detach_taken(&taken, log))
+}
+
+/// Mark the attached sessions among `pids` (all when None) busy and return them in order.
+fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<Attachment> {
+    let wanted: Vec<i32> = match pids {
+        Some(p) => p.to_vec(),
+        None => {
+            let mut all: Vec<i32> = r.slots.keys().copied().collect();
+            all.sort_unstable();
+            all
+        }
+    };
+    let mut out = Vec::new();
+    for p in wanted {
+        if let Some(slot) = r.slots.get_mut(&p) {
+            if let Slot::Attached(a) = std::mem::replace(slot, Slot::Busy) {
+                out.push(*a);
+            } else {
+                // Busy: another thread owns it; leave it alone.
+            }
+        }
+    }
+    out
+}
+
+/// Detach `taken` (their slots are busy), remove the sessions, return the last error or 0.
+fn detach_taken(taken: &[Attachment], log: &Log) -> Status {
+    if taken.is_empty() {
+        return Status::Success;
+    }
+    let pids: Vec<i32> = taken.iter().map(|a| a.pid).collect();
+    let status = match injector(log) {
+        Err(s) => s,
+        Ok(injector) => {
+            let on_event = events(log);
+            let out = session::detach(
+                taken,
+                session::DEFAULT_PARALLEL,
+                true,
+                &*injector,
+                &on_event,
+            );
+            let mut last = Status::Success;
+            for f in &out.failures {
+                match &f.error {
+                    // rocattach logs a refused detach call and still succeeds (section 5.12).
+                    Error::Rejected { .. } => log.warn(&f.error.to_string()),
+                    e => {
+                        log.error(&e.to_string());
+                        last = status::of_error(e);
+                    }
+                }
+            }
+            last
+        }
+    };
+    // The sessions end whatever happened, so a later attach starts fresh (as rocattach does).
+    with_registry(|r| {
+        for p in &pids {
+            r.slots.remove(p);
+        }
+    });
+    status
+}

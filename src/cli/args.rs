@@ -1,0 +1,607 @@
+//! The command line: parse and validate it into an [`Action`] (an [`AttachRequest`] for a
+//! session).
+//!
+//! Parsing is a pure function, [`parse_request`], of the arguments, the environment and the working
+//! directory, so tests can check the whole option mapping without touching any process.
+//!
+//! Every command-line problem is an [`Error::Usage`] (exit code 2) with a one-line message that
+//! says how to fix it, printed as `rocprof-attach: error: <message>`.
+
+use crate::attach::envbuf::EnvList;
+use crate::attach::options::{self, parse_bool, ProfilerOptions, DEFAULT_OUTPUT_FILE};
+use crate::attach::session::{AttachRequest, DEFAULT_PARALLEL};
+use crate::attach::targets::TargetSelection;
+use crate::cli::error::{Error, Result};
+use crate::cli::help::{
+    known_mistake, AFTER_HELP, AFTER_LONG_HELP, COMPLETIONS_EXAMPLES, MAN_EXAMPLES,
+};
+#[cfg(test)]
+use crate::cli::values::parse_pid;
+use crate::cli::values::parse_pid_list;
+pub use crate::cli::values::{parse_duration, Source, MAX_DURATION};
+use clap::builder::TypedValueParser;
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+const H_ATTACH: &str = "Attach";
+const H_TARGET: &str = "Target selection";
+
+/// The command line of `rocprof-attach`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rocprof-attach",
+    version,
+    about = "Attach AMD's GPU profiler (rocprofv3) to running processes, profile them, and detach",
+    long_about = "Attach AMD's GPU profiler (rocprofv3) to running processes, profile them, and detach.\n\n\
+                  rocprof-attach is a drop-in replacement for `rocprofv3 --attach PID`: it sends the target the \
+                  same ROCPROF_* settings, makes its tool library write the usual output, and leaves the target \
+                  running exactly as it was.",
+    after_help = AFTER_HELP,
+    after_long_help = AFTER_LONG_HELP,
+    args_override_self = true,
+    max_term_width = 110
+)]
+pub struct Cli {
+    /// Post-processing subcommands.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    // ------------------------------------------------------------------ attach
+    /// Only print the processes that can be attached (all of them without a selection)
+    #[arg(long, help_heading = H_ATTACH, conflicts_with = "check")]
+    pub list: bool,
+    /// Only check whether the selected processes can be attached; changes nothing in them
+    #[arg(long, help_heading = H_ATTACH)]
+    pub check: bool,
+    /// Print one JSON report on stdout at the end (session, --list, --check); see docs/json.md
+    #[arg(long, help_heading = H_ATTACH)]
+    pub json: bool,
+    /// Detach after this long: 500ms, 10s, 2m, 1h; a bare number is milliseconds (default: when
+    /// Enter or Ctrl-C is pressed) [env: ROCPROF_ATTACH_DURATION]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, help_heading = H_ATTACH)]
+    pub attach_duration_msec: Option<String>,
+    /// Also attach to the descendants of each process [default: true]
+    /// [env: ROCPROF_ATTACH_CHILDREN]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
+          value_parser = parse_bool, help_heading = H_ATTACH)]
+    pub attach_children: Option<bool>,
+    /// Write the output files before detaching returns, so they are complete when rocprof-attach
+    /// exits [default: true, unlike rocprofv3]; false lets the target write them in the background
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
+          value_parser = parse_bool, help_heading = H_ATTACH)]
+    pub attach_sync_output: Option<bool>,
+    /// Tool library (or colon-separated list) the target loads, as seen by the target
+    /// (default: the target installation's librocprofiler-sdk-tool.so) [env: ROCPROF_ATTACH_TOOL_LIBRARY]
+    #[arg(short = 't', long, value_name = "PATH[:PATH...]", help_heading = H_ATTACH)]
+    pub attach_tool_library: Option<String>,
+
+    // ------------------------------------------------------------------ target selection
+    /// Process(es) to attach to; repeat the option or give a comma-separated list
+    /// [env: ROCPROF_ATTACH_PID]
+    #[arg(short = 'p', long = "pid", visible_alias = "attach", value_name = "PID[,PID...]",
+          allow_hyphen_values = true, help_heading = H_TARGET)]
+    pub pid: Vec<String>,
+    /// Every process of ours whose command line matches this regular expression
+    #[arg(long = "match", value_name = "REGEX", help_heading = H_TARGET)]
+    pub match_regex: Option<String>,
+    /// Every process whose environment carries this job id (SLURM_JOB_ID, ...)
+    #[arg(long, value_name = "ID", help_heading = H_TARGET)]
+    pub job: Option<String>,
+    /// Every attachable process on this node
+    #[arg(long, help_heading = H_TARGET)]
+    pub all: bool,
+
+    /// rocprofv3 options.
+    #[command(flatten)]
+    pub profiler: ProfilerOptions,
+
+    // ------------------------------------------------------------------ our own
+    /// How long a detach waits for a stopped target (state T) to continue before giving up
+    /// (the profiler then stays active in it) [default: 10s]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, help_heading = options::H_ADVANCED)]
+    pub stopped_timeout: Option<String>,
+    /// How many processes are attached or detached at the same time
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PARALLEL,
+          value_parser = clap::value_parser!(u16).range(1..).map(usize::from), help_heading = options::H_ADVANCED)]
+    pub parallel: usize,
+    /// More log output from rocprof-attach itself: -v the plan and every ROCP* pair sent, -vv each
+    /// step, -vvv everything
+    #[arg(short = 'v', long, action = ArgAction::Count, help_heading = options::H_ADVANCED)]
+    pub verbose: u8,
+    /// Only errors on stderr (no warnings, no progress, no status line)
+    #[arg(short = 'q', long, conflicts_with = "verbose", help_heading = options::H_ADVANCED)]
+    pub quiet: bool,
+}
+
+/// Subcommands: the rocpd ones get their arguments unparsed; `completions` and `man` are ours.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Convert rocpd databases to other formats (see `rocprof-attach convert --help`)
+    #[command(disable_help_flag = true)]
+    Convert {
+        /// Arguments of the subcommand.
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Print a summary of rocpd databases (see `rocprof-attach summary --help`)
+    #[command(disable_help_flag = true)]
+    Summary {
+        /// Arguments of the subcommand.
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Run SQL over the rocpd views of one or many databases (see `rocprof-attach query --help`)
+    #[command(disable_help_flag = true)]
+    Query {
+        /// Arguments of the subcommand.
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Install the rocattach C library under ROCm's names (see `rocprof-attach install-library --help`)
+    #[command(name = "install-library", disable_help_flag = true)]
+    InstallLibrary {
+        /// Arguments of the subcommand.
+        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Print a shell completion script for bash, zsh or fish
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print the manual page (roff) on stdout
+    #[command(after_help = MAN_EXAMPLES)]
+    Man,
+}
+
+/// Shells `completions` writes scripts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompletionShell {
+    /// GNU bash
+    Bash,
+    /// Z shell
+    Zsh,
+    /// fish
+    Fish,
+}
+
+/// What to do, as decided from the command line.
+#[derive(Debug)]
+pub enum Action {
+    /// Print this text on stdout and exit 0 (`--help`, `--version`).
+    Print(String),
+    /// Run `convert`, `summary`, `query` or `install-library`: the arguments starting at the
+    /// subcommand name.
+    Delegate(Vec<OsString>),
+    /// `--check`: preflight the selected processes only.
+    Check {
+        /// Processes to check.
+        selection: TargetSelection,
+        /// Tool library given with `-t` or `ROCPROF_ATTACH_TOOL_LIBRARY`.
+        tool_library: Option<String>,
+        /// The output directory a session would use (checked as each target's user).
+        output_dir: Option<PathBuf>,
+    },
+    /// `--list`: print attachable processes matching the selection.
+    List(TargetSelection),
+    /// Attach, profile, detach.
+    Attach(Box<AttachRequest>),
+}
+
+/// The parsed command line.
+#[derive(Debug)]
+pub struct Invocation {
+    /// What to do.
+    pub action: Action,
+    /// Warnings to show the user before doing it.
+    pub warnings: Vec<String>,
+    /// `-v` count.
+    pub verbose: u8,
+    /// `-q`.
+    pub quiet: bool,
+    /// `--json`: one JSON document on stdout at the end.
+    pub json: bool,
+}
+
+/// Turn a clap error into one line: the message, the possible values and the tip, without the
+/// usage block.
+fn condense_clap_error(err: &clap::Error) -> String {
+    if let Some(m) = known_mistake(err) {
+        return m;
+    }
+    let text = err.render().to_string();
+    let mut parts: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if l.is_empty() {
+            continue;
+        }
+        if l.starts_with("Usage:") || l.starts_with("For more information") {
+            break;
+        }
+        parts.push(l.strip_prefix("error: ").unwrap_or(l).to_string());
+    }
+    let mut msg = parts.join("; ");
+    if msg.is_empty() {
+        msg = "invalid command line".to_string();
+    }
+    format!("{msg} (see `rocprof-attach --help`)")
+}
+
+/// Parse a boolean environment fallback strictly.
+fn env_bool(env: &EnvList, var: &'static str) -> Result<Option<bool>> {
+    match env.get(var).map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => parse_bool(v)
+            .map(Some)
+            .map_err(|e| Error::usage(format!("{var} (environment): {e}"))),
+    }
+}
+
+/// A non-empty environment value.
+fn env_nonempty<'a>(env: &'a EnvList, var: &str) -> Option<&'a str> {
+    env.get(var).filter(|v| !v.trim().is_empty())
+}
+
+/// Validate a tool library string (`-t` or `ROCPROF_ATTACH_TOOL_LIBRARY`).
+fn check_tool_library(t: &str, src: Source) -> Result<()> {
+    if t.split(':').all(|p| p.trim().is_empty()) {
+        return Err(Error::usage(format!(
+            "{} is empty: give the tool library path, e.g. /opt/rocm/lib/rocprofiler-sdk/librocprofiler-sdk-tool.so, or leave it out to use the target's own",
+            src.describe()
+        )));
+    }
+    Ok(())
+}
+
+/// Parse the command line (`args[0]` is the program name) against `env` (the environment we run
+/// in; fallbacks are read from it and the request's environment starts from it) and `cwd` (the
+/// default output directory). Pure: touches no process and no file except `-E` and the output
+/// directory check.
+pub fn parse_request<I, T>(args: I, env: &EnvList, cwd: &Path) -> Result<Invocation>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let quick = |action| Invocation {
+        action,
+        warnings: Vec::new(),
+        verbose: 0,
+        quiet: false,
+        json: false,
+    };
+    // Subcommands first: their arguments are not ours to parse.
+    if let Some(first) = args.get(1) {
+        if first == "convert"
+            || first == "summary"
+            || first == "query"
+            || first == "install-library"
+        {
+            return Ok(quick(Action::Delegate(args[1..].to_vec())));
+        }
+        // `help convert` is `convert --help`.
+        if first == "help" {
+            if let Some(sub) = args.get(2).filter(|a| {
+                *a == "convert" || *a == "summary" || *a == "query" || *a == "install-library"
+            }) {
+                return Ok(quick(Action::Delegate(vec![sub.clone(), "--help".into()])));
+            }
+        }
+    }
+    let matches = match command().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    Ok(quick(Action::Print(e.render().to_string())))
+                }
+                _ => Err(Error::usage(condense_clap_error(&e))),
+            };
+        }
+    };
+    let mut cli =
+        Cli::from_arg_matches(&matches).map_err(|e| Error::usage(condense_clap_error(&e)))?;
+    cli.profiler.fill_pmc_groups(&matches);
+    if let Some(cmd) = cli.command.take() {
+        let (name, rest) = match cmd {
+            Command::Convert { args } => ("convert", args),
+            Command::Summary { args } => ("summary", args),
+            Command::Query { args } => ("query", args),
+            Command::InstallLibrary { args } => ("install-library", args),
+            Command::Completions { shell } => {
+                return Ok(quick(Action::Print(completions(shell))));
+            }
+            Command::Man => return Ok(quick(Action::Print(man_page()?))),
+        };
+        let mut v = vec![OsString::from(name)];
+        v.extend(rest);
+        return Ok(quick(Action::Delegate(v)));
+    }
+    let mut inv = build(cli, env, cwd)?;
+    if inv.quiet {
+        inv.warnings.clear();
+    }
+    Ok(inv)
+}
+
+/// The clap command: `-h` shows the everyday options (the rest of rocprofv3's options are in
+/// `--help`).
+pub fn command() -> clap::Command {
+    let long_only = [
+        options::H_EXTENDED,
+        options::H_FILTER,
+        options::H_SUMMARY,
+        options::H_ADVANCED,
+    ];
+    Cli::command().mut_args(|a| {
+        let hide = a.get_help_heading().is_some_and(|h| long_only.contains(&h));
+        let everyday = matches!(a.get_id().as_str(), "verbose" | "quiet");
+        a.hide_short_help(hide && !everyday)
+    })
+}
+
+/// The completion script for `shell`.
+pub fn completions(shell: CompletionShell) -> String {
+    use clap_complete::Shell;
+    let shell = match shell {
+        CompletionShell::Bash => Shell::Bash,
+        CompletionShell::Zsh => Shell::Zsh,
+        CompletionShell::Fish => Shell::Fish,
+    };
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command(), "rocprof-attach", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The manual page (roff).
+pub fn man_page() -> Result<String> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(command())
+        .render(&mut out)
+        .map_err(|e| Error::usage(format!("cannot render the manual page: {e}")))?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
+    let mut warnings = Vec::new();
+    let done = |action, warnings| Invocation {
+        action,
+        warnings,
+        verbose: cli.verbose,
+        quiet: cli.quiet,
+        json: cli.json,
+    };
+
+    // ---------------------------------------------------------------- target selection
+    let mut pids = Vec::new();
+    for v in &cli.pid {
+        parse_pid_list(v, Source::Cli("-p/--pid/--attach"), &mut pids)?;
+    }
+    let given = [
+        !pids.is_empty(),
+        cli.match_regex.is_some(),
+        cli.job.is_some(),
+        cli.all,
+    ];
+    if given.iter().filter(|g| **g).count() > 1 {
+        return Err(Error::usage(
+            "-p/--pid, --match, --job and --all select processes in different ways: use only one of them",
+        ));
+    }
+    let mut selection = if !pids.is_empty() {
+        Some(TargetSelection::Pids(pids.clone()))
+    } else if let Some(re) = &cli.match_regex {
+        if let Err(e) = regex::Regex::new(re) {
+            let detail = e.to_string();
+            let last = detail
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            return Err(Error::usage(format!(
+                "--match '{re}' is not a valid regular expression ({}): quote it for the shell and escape special characters",
+                last.strip_prefix("error: ").unwrap_or(&last)
+            )));
+        }
+        Some(TargetSelection::Match(re.clone()))
+    } else if let Some(job) = &cli.job {
+        if job.trim().is_empty() {
+            return Err(Error::usage(
+                "--job is empty: give the job id, e.g. --job $SLURM_JOB_ID",
+            ));
+        }
+        Some(TargetSelection::Job(job.trim().to_string()))
+    } else if cli.all {
+        Some(TargetSelection::All)
+    } else {
+        None
+    };
+    if selection.is_none() && !cli.list {
+        if let Some(v) = env_nonempty(base_env, "ROCPROF_ATTACH_PID") {
+            parse_pid_list(v, Source::Env("ROCPROF_ATTACH_PID"), &mut pids)?;
+            selection = Some(TargetSelection::Pids(pids.clone()));
+        }
+    }
+
+    let tool_library = match &cli.attach_tool_library {
+        Some(t) => {
+            check_tool_library(t, Source::Cli("-t/--attach-tool-library"))?;
+            Some(t.clone())
+        }
+        None => env_nonempty(base_env, "ROCPROF_ATTACH_TOOL_LIBRARY").map(str::to_string),
+    };
+
+    if cli.list {
+        return Ok(done(
+            Action::List(selection.unwrap_or(TargetSelection::All)),
+            warnings,
+        ));
+    }
+    let Some(selection) = selection else {
+        return Err(Error::usage(
+            "no target process given: pass -p PID (or --match REGEX, --job ID, --all), or set ROCPROF_ATTACH_PID",
+        ));
+    };
+
+    // ---------------------------------------------------------------- attach settings
+    let duration = match &cli.attach_duration_msec {
+        Some(d) => Some(parse_duration(d, Source::Cli("--attach-duration-msec"))?),
+        None => match env_nonempty(base_env, "ROCPROF_ATTACH_DURATION") {
+            Some(d) => Some(parse_duration(d, Source::Env("ROCPROF_ATTACH_DURATION"))?),
+            None => None,
+        },
+    };
+    let stopped_wait = match &cli.stopped_timeout {
+        Some(d) => parse_duration(d, Source::Cli("--stopped-timeout"))?,
+        None => crate::attach::session::DEFAULT_STOPPED_WAIT,
+    };
+    let children = match cli.attach_children {
+        Some(c) => c,
+        None => env_bool(base_env, "ROCPROF_ATTACH_CHILDREN")?.unwrap_or(true),
+    };
+    let sync_output = match cli.attach_sync_output {
+        Some(s) => s,
+        None => env_bool(base_env, "ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC")?.unwrap_or(true),
+    };
+
+    // ---------------------------------------------------------------- environment
+    let mut env = base_env.clone();
+    if let Some(v) = env.remove("ROCP_TOOL_LIBRARIES") {
+        warnings.push(format!(
+            "ignoring ROCP_TOOL_LIBRARIES={v} in attach mode. Use --attach-tool-library or ROCPROF_ATTACH_TOOL_LIBRARY to attach a custom tool library"
+        ));
+    }
+    warnings.extend(cli.profiler.apply_in(&mut env, cwd)?);
+    let output_dir = env
+        .get("ROCPROF_OUTPUT_PATH")
+        .unwrap_or_default()
+        .to_string();
+    options::check_output_dir(&output_dir)?;
+    if cli.check {
+        // Nothing is recorded by a check: what a session would record is not its concern.
+        warnings.retain(|w| !w.starts_with("no tracing or counter option"));
+        return Ok(done(
+            Action::Check {
+                selection,
+                tool_library,
+                output_dir: Some(PathBuf::from(output_dir)),
+            },
+            warnings,
+        ));
+    }
+    env.set(
+        "ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC",
+        if sync_output { "1" } else { "0" },
+    );
+    if let TargetSelection::Pids(p) = &selection {
+        let list: Vec<String> = p.iter().map(i32::to_string).collect();
+        env.set("ROCPROF_ATTACH_PID", &list.join(","));
+    }
+    if let Some(d) = duration {
+        env.set("ROCPROF_ATTACH_DURATION", &d.as_millis().to_string());
+    }
+    env.set("ROCPROF_ATTACH_CHILDREN", if children { "1" } else { "0" });
+    if let Some(t) = &tool_library {
+        env.set("ROCPROF_ATTACH_TOOL_LIBRARY", t);
+    }
+
+    let output_file = env
+        .get("ROCPROF_OUTPUT_FILE_NAME")
+        .filter(|f| !f.is_empty())
+        .unwrap_or(DEFAULT_OUTPUT_FILE)
+        .to_string();
+    let formats = options::formats_of(env.get("ROCPROF_OUTPUT_FORMAT").unwrap_or(""))
+        .map_err(|e| Error::usage(format!("-f/--output-format: {e}")))?;
+    let request = AttachRequest {
+        targets: selection,
+        children,
+        duration,
+        sync_output,
+        tool_library,
+        output_dir: PathBuf::from(output_dir),
+        output_file,
+        formats,
+        summary: cli.profiler.summary == Some(true),
+        parallelism: cli.parallel,
+        stopped_wait,
+        env,
+    };
+    Ok(done(Action::Attach(Box::new(request)), warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn pid_tokens() {
+        let s = Source::Cli("-p");
+        assert_eq!(parse_pid("1234", s).unwrap(), 1234);
+        assert_eq!(parse_pid(" 7 ", s).unwrap(), 7);
+        for bad in [
+            "",
+            "abc",
+            "-5",
+            "0",
+            "-0",
+            "99999999999",
+            "2147483648",
+            "12x",
+        ] {
+            assert!(parse_pid(bad, s).is_err(), "{bad}");
+        }
+        assert_eq!(parse_pid("2147483647", s).unwrap(), i32::MAX);
+    }
+
+    #[test]
+    fn durations() {
+        let s = Source::Env("ROCPROF_ATTACH_DURATION");
+        assert_eq!(
+            parse_duration("1500", s).unwrap(),
+            Duration::from_millis(1500)
+        );
+        for (text, ms) in [
+            ("500ms", 500),
+            ("5s", 5000),
+            ("2m", 120_000),
+            ("1h", 3_600_000),
+            ("1.5s", 1500),
+            (" 7 ", 7),
+        ] {
+            assert_eq!(
+                parse_duration(text, s).unwrap(),
+                Duration::from_millis(ms),
+                "{text}"
+            );
+        }
+        for bad in [
+            "",
+            "x",
+            "-1",
+            "0",
+            "1.5",
+            "99999999999999999999999",
+            "18446744073709551615",
+            "5 parsecs",
+            "s",
+            "0.1ms",
+            "31d",
+        ] {
+            let e = parse_duration(bad, s).unwrap_err().to_string();
+            assert!(e.contains("ROCPROF_ATTACH_DURATION"), "{e}");
+        }
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        command().debug_assert();
+    }
+}

@@ -1,0 +1,214 @@
+//! `--check` and `--list`: show what the preflight and the selection found, change nothing.
+
+use crate::attach::preflight::{self, describe_libraries, LISTENER_COMM};
+use crate::attach::session::join;
+use crate::attach::targets::{self, Listing, TargetSelection};
+use crate::attach::Error;
+use crate::cli::json;
+use crate::cli::render::Ui;
+use crate::engine::procfs;
+use crate::exit::ExitCode;
+use serde_json::json;
+use std::path::Path;
+
+/// The processes a selection chooses, reporting the unreadable ones in one line (listed with -v).
+fn selected(selection: &TargetSelection, ui: &Ui) -> Result<Vec<i32>, Error> {
+    let sel = targets::select(selection)?;
+    for (pid, why) in &sel.unreadable {
+        tracing::info!("cannot examine process {pid}: {why}");
+    }
+    let n = sel.unreadable.len();
+    if n > 0 {
+        ui.warn(format!(
+            "{n} process{} could not be examined (not readable by this user; run as their owner or as root to \
+             include them; -v lists them)",
+            if n == 1 { "" } else { "es" }
+        ));
+    }
+    if sel.pids.is_empty() {
+        return Err(Error::NoMatch {
+            selection: selection.describe(),
+            unreadable_note: String::new(),
+        });
+    }
+    Ok(sel.pids)
+}
+
+/// `rocprof-attach --check`: run the preflight (and the output directory check) on every selected
+/// process, print a report, return the exit code. Processes chosen by `--match`, `--job` or
+/// `--all` without a listener are skipped with a warning, as a session skips them.
+pub fn run_check(
+    selection: &TargetSelection,
+    tool_library: Option<&str>,
+    output_dir: Option<&Path>,
+    ui: &Ui,
+    as_json: bool,
+) -> ExitCode {
+    let pids = match selected(selection, ui) {
+        Ok(p) => p,
+        Err(e) => {
+            ui.error(e.to_string());
+            if as_json {
+                json::print(
+                    "check",
+                    e.exit_code(),
+                    json!({"processes": [], "error": e.to_string()}),
+                );
+            }
+            return e.exit_code();
+        }
+    };
+    let explicit = matches!(selection, TargetSelection::Pids(_));
+    let mut worst = ExitCode::Success;
+    let mut results = Vec::new();
+    let mut skipped = Vec::new();
+    for pid in pids {
+        let mut r = preflight::check(pid, tool_library);
+        if let (Ok(_), Some(dir)) = (&r, output_dir) {
+            if let Err(e) = preflight::check_output_dir(pid, dir) {
+                r = Err(e);
+            }
+        }
+        if !explicit
+            && matches!(r, Err(Error::NotAttachable { .. }))
+            && procfs::threads_named(pid, LISTENER_COMM).is_ok_and(|t| t.is_empty())
+        {
+            ui.warn(format!(
+                "skipping selected process {pid} because it has no '{LISTENER_COMM}' thread. Start it with \
+                 ROCP_TOOL_ATTACH=1 to profile it."
+            ));
+            skipped.push(pid);
+            continue;
+        }
+        match &r {
+            Ok(report) => {
+                if !as_json {
+                    println!("rocprof-attach: {report}");
+                    for note in &report.tool.notes {
+                        println!("rocprof-attach: {note}");
+                    }
+                }
+                for w in report.warnings.iter().chain(&report.tool.warnings) {
+                    ui.warn(w);
+                }
+            }
+            Err(e) => {
+                ui.error(e.to_string());
+                if e.exit_code() == ExitCode::PermissionDenied {
+                    eprintln!("{}", preflight::permission_hint(pid));
+                }
+                if worst == ExitCode::Success {
+                    worst = e.exit_code();
+                }
+            }
+        }
+        results.push(json::check_result(pid, &r));
+    }
+    if results.is_empty() && !skipped.is_empty() {
+        let e = Error::NothingAttachable {
+            selection: selection.describe(),
+            count: skipped.len(),
+            plural: if skipped.len() == 1 { "" } else { "es" },
+            pids: join(&skipped),
+        };
+        ui.error(e.to_string());
+        worst = e.exit_code();
+    }
+    if as_json {
+        json::print(
+            "check",
+            worst,
+            json!({
+                "selection": json::selection(selection),
+                "processes": results,
+                "skipped_without_listener": skipped,
+            }),
+        );
+    }
+    worst
+}
+
+/// `rocprof-attach --list`: print attachable processes matching the selection. Processes that
+/// could not be examined are counted in one warning line (and listed with -v).
+pub fn run_list(selection: &TargetSelection, ui: &Ui, verbose: bool, as_json: bool) -> ExitCode {
+    let Listing {
+        entries,
+        unreadable,
+    } = match targets::list(selection) {
+        Ok(r) => r,
+        Err(e) => {
+            ui.error(e.to_string());
+            if as_json {
+                json::print(
+                    "list",
+                    e.exit_code(),
+                    json!({"processes": [], "error": e.to_string()}),
+                );
+            }
+            return e.exit_code();
+        }
+    };
+    let code = if entries.is_empty() {
+        ExitCode::NoSuchProcess
+    } else {
+        ExitCode::Success
+    };
+    if !unreadable.is_empty() {
+        ui.warn(format!(
+            "{} process{} could not be examined (not readable by this user; run as their owner or as root to \
+             see them{})",
+            unreadable.len(),
+            if unreadable.len() == 1 { "" } else { "es" },
+            if verbose { "" } else { "; -v lists them" }
+        ));
+    }
+    if entries.is_empty() {
+        let e = Error::NoMatch {
+            selection: match selection {
+                TargetSelection::All => "any attachable process".into(),
+                s => s.describe(),
+            },
+            unreadable_note: String::new(),
+        };
+        ui.error(e.to_string());
+    }
+    if as_json {
+        let unreadable: Vec<_> = unreadable
+            .iter()
+            .map(|(pid, why)| json!({"pid": pid, "reason": why}))
+            .collect();
+        json::print(
+            "list",
+            code,
+            json!({
+                "selection": json::selection(selection),
+                "processes": entries.iter().map(json::list_entry).collect::<Vec<_>>(),
+                "unreadable": unreadable,
+            }),
+        );
+        return code;
+    }
+    if !entries.is_empty() || (verbose && !unreadable.is_empty()) {
+        println!(
+            "{:<8} {:<9} {:<12} {:<50} COMMAND",
+            "PID", "LISTENER", "JOB", "ROCPROFILER LIBRARIES"
+        );
+    }
+    for e in &entries {
+        let listener = if e.listener { "yes" } else { "no" };
+        println!(
+            "{:<8} {:<9} {:<12} {:<50} {}",
+            e.pid,
+            listener,
+            e.job.as_deref().unwrap_or("-"),
+            describe_libraries(&e.libraries),
+            e.command
+        );
+    }
+    if verbose {
+        for (pid, why) in &unreadable {
+            println!("{pid:<8} {:<9} cannot read: {why}", "?");
+        }
+    }
+    code
+}

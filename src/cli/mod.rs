@@ -1,0 +1,94 @@
+//! The command-line front end: the only layer (with `main.rs`) that prints.
+//!
+//! * [`args`]: the command line, parsed into an [`Action`] by the pure [`parse_request`];
+//! * [`session`]: composes the attach layer's plan → attach → wait → detach → collect;
+//! * [`render`]: progress lines and warnings from the session's events, the status line, the
+//!   file list and the per-process table;
+//! * [`check`]: `--check` and `--list`; [`rocpd`]: the `convert` and `summary` subcommands;
+//! * [`json`]: the `--json` documents (docs/json.md);
+//! * [`logging`]: `-v`/`-q`/`ROCPROF_ATTACH_LOG` for the `tracing` diagnostics;
+//! * [`error`]: usage errors and the errors of the layers below, with their exit codes.
+
+pub mod args;
+pub mod check;
+pub mod error;
+pub mod help;
+pub mod json;
+pub mod logging;
+pub mod render;
+pub mod rocpd;
+pub mod session;
+pub mod values;
+
+pub use args::{parse_request, Action, Cli, Command, Invocation};
+pub use error::{Error, Result};
+
+use crate::attach::envbuf::EnvList;
+use crate::exit::ExitCode;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// Parse the process's arguments, run the command, return the process exit code.
+pub fn main() -> i32 {
+    main_with_args(std::env::args_os())
+}
+
+/// Print an error the way every error of ours is printed: one line.
+fn print_error(e: &Error) {
+    eprintln!(
+        "rocprof-attach: error: {}",
+        e.to_string().replace('\n', " ")
+    );
+}
+
+/// Like [`main`] with explicit arguments (`args[0]` is the program name); used by the demo.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let env = EnvList::from_process();
+    let inv = match parse_request(args, &env, &cwd) {
+        Ok(inv) => inv,
+        Err(e) => {
+            print_error(&e);
+            return e.exit_code().code();
+        }
+    };
+    match logging::filter(inv.verbose, inv.quiet, env.get(logging::LOG_VARIABLE)) {
+        Ok(f) => logging::init(f),
+        Err(e) => {
+            print_error(&e);
+            return e.exit_code().code();
+        }
+    }
+    let ui = render::Ui::new(inv.quiet, std::io::stderr().is_terminal());
+    for w in &inv.warnings {
+        ui.warn(w);
+    }
+    let code = match inv.action {
+        Action::Print(text) => {
+            print!("{text}");
+            ExitCode::Success
+        }
+        Action::Delegate(args) if args.first().is_some_and(|a| a == "install-library") => {
+            crate::capi::install::main(&args)
+        }
+        Action::Delegate(args) => rocpd::main(&args),
+        Action::Check {
+            selection,
+            tool_library,
+            output_dir,
+        } => check::run_check(
+            &selection,
+            tool_library.as_deref(),
+            output_dir.as_deref(),
+            &ui,
+            inv.json,
+        ),
+        Action::List(selection) => check::run_list(&selection, &ui, inv.verbose > 0, inv.json),
+        Action::Attach(req) => session::run(*req, &ui, inv.json),
+    };
+    code.code()
+}

@@ -1,0 +1,176 @@
+//! `rocprof-attach -p PID ...`: plan, attach, wait, detach, collect, and show each step.
+
+use crate::attach::session::{
+    self, AttachRequest, DetachControl, DetachOutcome, Event, Message, SessionReport, Severity,
+    WaitEnd, WaitOptions, Waiter,
+};
+use crate::cli::json;
+use crate::cli::render::{self, Ui};
+use crate::engine::agent::{Agents, CallTimeouts};
+use crate::engine::ptrace;
+use crate::exit::ExitCode;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// Wall time and our own CPU time (this process, all its threads) of each step of a session,
+/// logged at debug level (`-vv`): where a session's time goes, per step.
+struct Phases {
+    started: Instant,
+    cpu_us: u64,
+}
+
+impl Phases {
+    fn new() -> Phases {
+        Phases {
+            started: Instant::now(),
+            cpu_us: ptrace::process_cpu_us(),
+        }
+    }
+
+    /// Log the step that just ended and start the next one.
+    fn done(&mut self, step: &str) {
+        let cpu = ptrace::process_cpu_us();
+        tracing::debug!(
+            "session step {step}: {:.2} ms, our CPU {:.2} ms (front end)",
+            self.started.elapsed().as_secs_f64() * 1e3,
+            cpu.saturating_sub(self.cpu_us) as f64 / 1e3
+        );
+        *self = Phases {
+            started: Instant::now(),
+            cpu_us: cpu,
+        };
+    }
+}
+
+/// Run an attach session to completion and return the exit code. With `json`, the file list and
+/// the table are replaced by one JSON document on stdout (docs/json.md).
+pub fn run(req: AttachRequest, ui: &Ui, json: bool) -> ExitCode {
+    let report = session(&req, ui, json);
+    if json {
+        json::print_session(&req, &report);
+    }
+    report.exit_code
+}
+
+/// A report for a session that stopped before anything was attached.
+fn refused(e: &crate::attach::Error) -> SessionReport {
+    SessionReport {
+        processes: Vec::new(),
+        files: Vec::new(),
+        end: None,
+        messages: vec![Message {
+            severity: Severity::Error,
+            text: e.to_string(),
+        }],
+        exit_code: e.exit_code(),
+    }
+}
+
+fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
+    let mut phases = Phases::new();
+    // First, while we are still single-threaded: the agent server forks cheap agents.
+    let agents = Agents::start(CallTimeouts::default());
+    let waiter = match Waiter::install() {
+        Ok(w) => w,
+        Err(e) => {
+            ui.error(e.to_string());
+            return refused(&e);
+        }
+    };
+    let events = |ev: Event| ui.event(ev);
+    phases.done("start (agent server, signal handlers)");
+    let plan = match session::plan(req, &events) {
+        Ok(p) => p,
+        Err(e) => {
+            ui.error(e.to_string());
+            if let Some(pid) = e.permission_denied_pid() {
+                eprintln!("{}", crate::attach::preflight::permission_hint(pid));
+            }
+            return refused(&e);
+        }
+    };
+    phases.done("plan (select, preflight)");
+    let collector = session::Collector::before(&plan, req);
+    phases.done("snapshot of the output directory");
+    let attached = session::attach(&plan, &req.env, req.parallelism, &agents, &events, &|| {
+        waiter.interrupted()
+    });
+    phases.done("attach");
+    if attached.attached.is_empty() {
+        let report = session::nothing_attached(&plan, &attached);
+        if report.processes.len() > 1 && !json {
+            render::print_table(&report);
+        }
+        ui.messages(&report);
+        return report;
+    }
+    let end = if attached.interrupted {
+        let reason = session::EndReason::Interrupted;
+        events(Event::WaitEnded { reason });
+        WaitEnd {
+            reason,
+            exited: Vec::new(),
+        }
+    } else {
+        let opts = WaitOptions {
+            duration: req.duration,
+            enter: std::io::stdin().is_terminal(),
+            tick: ui.status_line.then_some(Duration::from_secs(1)),
+        };
+        waiter.wait(&attached.pids(), opts, &events)
+    };
+    phases.done("profiling window");
+    let still_running: Vec<_> = attached
+        .attached
+        .iter()
+        .filter(|a| !end.exited.contains(&a.pid))
+        .cloned()
+        .collect();
+    let ctl = DetachControl::new(req.stopped_wait);
+    let detached: DetachOutcome = waiter.shielded(
+        || {
+            session::detach_with(
+                &still_running,
+                req.parallelism,
+                req.sync_output,
+                &agents,
+                &events,
+                &ctl,
+            )
+        },
+        &ctl,
+        &events,
+    );
+    phases.done("detach");
+    let report = collector.collect(req, &plan, &attached, &end, &detached, &events);
+    if !json {
+        render::print_files(&report, attached.attached.len() > 1);
+        if report.processes.len() > 1 {
+            render::print_table(&report);
+        }
+    }
+    phases.done("collect and report");
+    if req.summary && !json {
+        print_summary(&report.databases(), ui);
+    }
+    ui.messages(&report);
+    // The agent server exits once its socket closes; its CPU shows in our children's usage.
+    drop(agents);
+    tracing::debug!(
+        "session: agent server CPU {:.2} ms",
+        ptrace::children_cpu_us() as f64 / 1e3
+    );
+    report
+}
+
+/// `-S/--summary`: the summary tables of the databases written.
+fn print_summary(dbs: &[std::path::PathBuf], ui: &Ui) {
+    if dbs.is_empty() {
+        ui.warn("--summary needs the rocpd output (add rocpd to --output-format)");
+        return;
+    }
+    let width = crate::rocpd::summary::terminal_width();
+    if let Err(e) = crate::rocpd::write_summary(&mut std::io::stdout().lock(), dbs, 10, width) {
+        ui.warn(format!("summary: {e}"));
+    }
+}

@@ -1,0 +1,147 @@
+//! Where records wait until the document around them can be written: one unlinked spool file per
+//! JSON array, and the kind/operation string table built while streaming.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+
+use crate::rocpd::error::{Error, Result};
+use crate::rocpd::output::{OutFile, OutputSet};
+
+/// The `buffer_records` arrays, in document order.
+pub(super) const BUFFER_KEYS: [&str; 12] = [
+    "kernel_dispatch",
+    "hip_api",
+    "hsa_api",
+    "marker_api",
+    "rccl_api",
+    "memory_copy",
+    "memory_allocation",
+    "scratch_memory",
+    "rocdecode_api",
+    "rocjpeg_api",
+    "pc_sample_host_trap",
+    "pc_sample_stochastic",
+];
+
+/// The spool slot of `strings.marker_api` (after the `buffer_records` arrays).
+pub(super) const MARKER_STRINGS: usize = BUFFER_KEYS.len();
+
+/// The spool slot of a `buffer_records` key; an unknown key gets a slot that drops its records.
+pub(super) fn slot(key: &str) -> usize {
+    BUFFER_KEYS
+        .iter()
+        .position(|k| *k == key)
+        .unwrap_or(usize::MAX)
+}
+
+/// An unlinked temporary file collecting one JSON array's elements.
+pub(super) struct Spool {
+    w: BufWriter<File>,
+    count: u64,
+}
+
+impl Spool {
+    fn push(&mut self, elem: &[u8]) -> std::io::Result<()> {
+        if self.count > 0 {
+            self.w.write_all(b",")?;
+        }
+        self.count += 1;
+        self.w.write_all(elem)
+    }
+
+    /// Appends the collected elements to `out` (an in-kernel copy where the system has one).
+    pub fn copy_into(self, out: &mut OutFile) -> Result<()> {
+        let mut f = self
+            .w
+            .into_inner()
+            .map_err(|e| Error::io("cannot flush a JSON spool file", e.into_error()))?;
+        f.seek(SeekFrom::Start(0))
+            .map_err(|e| Error::io("cannot rewind a JSON spool file", e))?;
+        std::io::copy(&mut f, out.writer()).map_err(|e| out.error(&e))?;
+        Ok(())
+    }
+}
+
+/// The spools of one stream, by slot ([`BUFFER_KEYS`] index or [`MARKER_STRINGS`]).
+pub(super) struct Spools<'o> {
+    out: &'o OutputSet,
+    files: [Option<Spool>; MARKER_STRINGS + 1],
+}
+
+impl<'o> Spools<'o> {
+    /// No spools yet; they are created in `out`'s directory on first use.
+    pub fn new(out: &'o OutputSet) -> Self {
+        Spools {
+            out,
+            files: Default::default(),
+        }
+    }
+
+    /// Appends one element to the array in `slot`.
+    pub fn push(&mut self, slot: usize, elem: &[u8]) -> Result<()> {
+        let Some(entry) = self.files.get_mut(slot) else {
+            return Ok(());
+        };
+        if entry.is_none() {
+            *entry = Some(Spool {
+                w: BufWriter::with_capacity(256 * 1024, self.out.scratch()?),
+                count: 0,
+            });
+        }
+        match entry {
+            Some(s) => s.push(elem).map_err(|e| {
+                crate::rocpd::output::write_error(std::path::Path::new("JSON spool file"), &e)
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Takes the spool of `slot`, if anything was written to it.
+    pub fn take(&mut self, slot: usize) -> Option<Spool> {
+        self.files.get_mut(slot).and_then(Option::take)
+    }
+
+    /// Moves the spools of `other` into the empty slots of `self`.
+    pub fn absorb(&mut self, other: Spools<'_>) {
+        for (mine, theirs) in self.files.iter_mut().zip(other.files) {
+            if mine.is_none() {
+                *mine = theirs;
+            }
+        }
+    }
+}
+
+/// The kind/operation string table (`strings.buffer_records`), in order of first appearance.
+#[derive(Default, Clone, PartialEq, Eq)]
+pub(super) struct Kinds {
+    /// Kinds with their operations.
+    pub list: Vec<(String, Vec<String>)>,
+    index: HashMap<String, usize>,
+    ops: HashMap<(usize, String), usize>,
+}
+
+impl Kinds {
+    /// The (kind, operation) indices, added if new.
+    pub fn id(&mut self, kind: &str, op: &str) -> (i64, i64) {
+        let k = match self.index.get(kind) {
+            Some(&k) => k,
+            None => {
+                self.list.push((kind.to_owned(), Vec::new()));
+                self.index.insert(kind.to_owned(), self.list.len() - 1);
+                self.list.len() - 1
+            }
+        };
+        let key = (k, op.to_owned());
+        let o = match self.ops.get(&key) {
+            Some(&o) => o,
+            None => {
+                self.list[k].1.push(op.to_owned());
+                let o = self.list[k].1.len() - 1;
+                self.ops.insert(key, o);
+                o
+            }
+        };
+        (k as i64, o as i64)
+    }
+}

@@ -1,0 +1,8 @@
+//! ELF symbol lookup on mutated shared objects; the properties are in `../checks.rs`.
+#![no_main]
+
+#[path = "../checks.rs"]
+#[allow(dead_code)]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::elf_symbol(data));

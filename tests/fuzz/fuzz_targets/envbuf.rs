@@ -1,0 +1,8 @@
+//! The environment buffer: decode any bytes, encode/decode round trip; the properties are in `../checks.rs`.
+#![no_main]
+
+#[path = "../checks.rs"]
+#[allow(dead_code)]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::envbuf(data));

@@ -1,0 +1,8 @@
+//! The rocpd reader and converters on mutated databases; the properties are in `../checks.rs`.
+#![no_main]
+
+#[path = "../checks.rs"]
+#[allow(dead_code)]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::rocpd_reader(data));

@@ -1,0 +1,117 @@
+//! `convert -f otf2` through the OTF2 library: the archive is read back with `otf2-print`
+//! (Debian otf2-tools) and its locations, regions and Enter/Leave counts compared with the
+//! database. Without the `otf2` feature, `-f otf2` is a one-line error naming the fix.
+
+mod rocpd_common;
+
+#[cfg(feature = "otf2")]
+use std::collections::BTreeMap;
+#[cfg(feature = "otf2")]
+use std::path::Path;
+#[cfg(feature = "otf2")]
+use std::process::Command;
+
+use rocpd_common::*;
+
+/// `otf2-print` of an archive: (ENTER count per region name, LEAVE count, location names).
+#[cfg(feature = "otf2")]
+fn read_back(anchor: &Path) -> (BTreeMap<String, usize>, usize, Vec<String>) {
+    let out = Command::new("otf2-print")
+        .arg(anchor)
+        .output()
+        .expect("otf2-print (Debian otf2-tools; installed by scripts/ci-deps.sh)");
+    assert!(
+        out.status.success(),
+        "otf2-print failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut enters = BTreeMap::new();
+    let mut leaves = 0;
+    for l in text.lines() {
+        if l.starts_with("ENTER") || l.starts_with("LEAVE") {
+            let name = l
+                .split("Region: \"")
+                .nth(1)
+                .and_then(|r| r.rfind("\" <").map(|i| &r[..i]))
+                .unwrap_or_else(|| panic!("no region in {l}"))
+                .to_owned();
+            if l.starts_with("ENTER") {
+                *enters.entry(name).or_insert(0) += 1;
+            } else {
+                leaves += 1;
+            }
+        }
+    }
+    let defs = Command::new("otf2-print")
+        .args(["-G"])
+        .arg(anchor)
+        .output()
+        .expect("otf2-print -G");
+    let defs = String::from_utf8_lossy(&defs.stdout).into_owned();
+    let locations = defs
+        .lines()
+        .filter(|l| l.starts_with("LOCATION "))
+        .filter_map(|l| l.split("Name: \"").nth(1))
+        .filter_map(|r| r.split('"').next())
+        .map(str::to_owned)
+        .collect();
+    (enters, leaves, locations)
+}
+
+#[cfg(feature = "otf2")]
+#[test]
+fn archive_reads_back_with_the_databases_events() {
+    let dir = tempdir();
+    let db = full_db(&dir.path().join("a.db"), 4242, 1);
+    let out = dir.path().join("out");
+    convert(&[&db], &out, &["otf2"], &[]);
+    assert_eq!(
+        listing(&out),
+        vec!["out_results", "out_results.def", "out_results.otf2"]
+    );
+    let (enters, leaves, locations) = read_back(&out.join("out_results.otf2"));
+    let want: BTreeMap<String, usize> = [
+        ("hipLaunchKernel", 3),
+        ("void add<float>(float*, int)", 2),
+        ("mul(float*, int)", 1),
+        ("checkpoint \"A\"", 1),
+        ("MEMORY_COPY_HOST_TO_DEVICE", 1),
+        ("MEMORY_ALLOCATION_ALLOCATE", 1),
+        ("MEMORY_ALLOCATION_FREE", 1),
+        ("SCRATCH_MEMORY_ALLOC", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(enters, want);
+    assert_eq!(leaves, want.values().sum::<usize>());
+    for l in [
+        "Thread 4242",
+        "Compute on GPU Agent-1, Queue 0",
+        "Copy to GPU Agent-1",
+    ] {
+        assert!(locations.iter().any(|x| x == l), "{l} not in {locations:?}");
+    }
+}
+
+#[cfg(not(feature = "otf2"))]
+#[test]
+fn without_the_feature_otf2_is_a_clear_error() {
+    let dir = tempdir();
+    let db = full_db(&dir.path().join("a.db"), 4242, 1);
+    let out = run(&[
+        "convert",
+        "-i",
+        db.to_str().unwrap(),
+        "-f",
+        "otf2",
+        "-d",
+        dir.path().join("o").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--features otf2"), "{err}");
+    assert!(!dir.path().join("o").join("out_results.otf2").exists());
+}
