@@ -280,3 +280,46 @@ fn extreme_durations_and_sizes_do_not_overflow() {
     assert!(counters.contains(&i64::MAX.to_string()), "{counters}");
     checks::rocpd_reader(&std::fs::read(&path).expect("read db"));
 }
+
+/// Found by elf_symbol in CI (a crossover of two corpus objects): a `.dynsym` section whose linked
+/// string table starts near 2^64 made the name offset overflow in the section-header lookup (a
+/// panic in debug builds). Every offset the lookups compute is now saturating, so such a table
+/// reads as truncated and the symbol is simply not found.
+/// Input: tests/fuzz/regressions/elf_symbol/strtab_offset_overflow.so.
+#[test]
+fn string_table_offsets_near_2e64_are_not_found_not_overflows() {
+    // One PT_LOAD, no PT_DYNAMIC (so the lookup scans `.dynsym`), then the symbol table at 120:
+    // the null symbol and a global function named at string offset 1.
+    let mut tail = vec![0u8; 24];
+    tail.extend_from_slice(&1u32.to_le_bytes()); // st_name
+    tail.extend_from_slice(&[0x12, 0]); // STB_GLOBAL | STT_FUNC, STV_DEFAULT
+    tail.extend_from_slice(&1u16.to_le_bytes()); // st_shndx
+    tail.extend_from_slice(&0x100u64.to_le_bytes()); // st_value
+    tail.extend_from_slice(&0u64.to_le_bytes()); // st_size
+    let shoff = 64 + 56 + tail.len() as u64;
+    let section = |ty: u32, offset: u64, size: u64, link: u32| {
+        let mut s = Vec::new();
+        s.extend_from_slice(&0u32.to_le_bytes());
+        s.extend_from_slice(&ty.to_le_bytes());
+        for v in [2u64, 0, offset, size] {
+            s.extend_from_slice(&v.to_le_bytes());
+        }
+        s.extend_from_slice(&link.to_le_bytes());
+        s.extend_from_slice(&1u32.to_le_bytes());
+        for v in [8u64, 24] {
+            s.extend_from_slice(&v.to_le_bytes());
+        }
+        s
+    };
+    tail.extend_from_slice(&[0u8; 64]);
+    tail.extend_from_slice(&section(11, 120, 48, 2)); // SHT_DYNSYM, strings in section 2
+    tail.extend_from_slice(&section(3, u64::MAX, 1 << 32, 0)); // SHT_STRTAB at 2^64 - 1
+    let mut image = elf_image(&[(PT_LOAD, RX, 0, 0, 0x1000)], &tail);
+    image[40..48].copy_from_slice(&shoff.to_le_bytes()); // e_shoff
+    image[60..62].copy_from_slice(&3u16.to_le_bytes()); // e_shnum
+    assert_eq!(
+        elf::exported_function(&image, "rocprofiler_register_attach"),
+        Ok(None)
+    );
+    checks::elf_symbol(&image);
+}

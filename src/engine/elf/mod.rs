@@ -190,10 +190,9 @@ impl RemoteLibrary {
         for note in self.image.info.notes() {
             let addr = self.bias.wrapping_add(note.vaddr);
             let len = note.filesz;
-            let readable = self
-                .mappings
-                .iter()
-                .any(|m| m.read && m.contains(addr) && addr + len <= m.end);
+            let readable = self.mappings.iter().any(|m| {
+                m.read && m.contains(addr) && addr.checked_add(len).is_some_and(|e| e <= m.end)
+            });
             if !readable {
                 continue;
             }

@@ -79,7 +79,10 @@ impl<S: Source + ?Sized> Tables<'_, S> {
     fn symbol(&self, index: u64) -> Result<Sym64, String> {
         let bytes = self
             .src
-            .read_at(self.symtab + index * SYM_SIZE, SYM_SIZE)
+            .read_at(
+                self.symtab.saturating_add(index.saturating_mul(SYM_SIZE)),
+                SYM_SIZE,
+            )
             .map_err(|_| "dynamic symbol table is truncated".to_string())?
             .into_owned();
         let (sym, _) = object::pod::from_bytes::<Sym64>(&bytes)
@@ -94,7 +97,7 @@ impl<S: Source + ?Sized> Tables<'_, S> {
         if at.checked_add(len).is_none_or(|end| end > self.strsz) {
             return false;
         }
-        match self.src.read_at(self.strtab + at, len) {
+        match self.src.read_at(self.strtab.saturating_add(at), len) {
             Ok(name) => name[..want.len()] == *want && name[want.len()] == 0,
             Err(_) => false,
         }
@@ -191,7 +194,7 @@ fn gnu_lookup<S: Source + ?Sized>(
         return Err("DT_GNU_HASH header is implausible".into());
     }
     let h = gnu_hash(want);
-    let word_at = off + 16 + (u64::from(h) / 64 % bloom_size) * 8;
+    let word_at = off.saturating_add(16 + (u64::from(h) / 64 % bloom_size) * 8);
     let word = t
         .src
         .read_at(word_at, 8)
@@ -201,16 +204,22 @@ fn gnu_lookup<S: Source + ?Sized>(
     if word & mask != mask {
         return Ok(None);
     }
-    let buckets = off + 16 + bloom_size * 8;
-    let start = u64::from(read_words(t.src, buckets + (u64::from(h) % nbuckets) * 4, 1)?[0]);
+    let buckets = off.saturating_add(16 + bloom_size * 8);
+    let start = u64::from(
+        read_words(
+            t.src,
+            buckets.saturating_add((u64::from(h) % nbuckets) * 4),
+            1,
+        )?[0],
+    );
     if start < symoffset {
         return Ok(None);
     }
-    let chains = buckets + nbuckets * 4;
+    let chains = buckets.saturating_add(nbuckets * 4);
     let mut candidates = Vec::new();
     let mut index = start;
     'chain: loop {
-        let at = chains + (index - symoffset) * 4;
+        let at = chains.saturating_add((index - symoffset).saturating_mul(4));
         let left = t.src.size().saturating_sub(at) / 4;
         let batch = read_words(t.src, at, CHAIN_BATCH.min(left).max(1))?;
         for value in batch {
@@ -241,8 +250,8 @@ fn sysv_lookup<S: Source + ?Sized>(
         return Err("DT_HASH header is implausible".into());
     }
     let h = u64::from(sysv_hash(want));
-    let chains = off + 8 + nbucket * 4;
-    let mut index = u64::from(read_words(t.src, off + 8 + (h % nbucket) * 4, 1)?[0]);
+    let chains = off.saturating_add(8 + nbucket * 4);
+    let mut index = u64::from(read_words(t.src, off.saturating_add(8 + (h % nbucket) * 4), 1)?[0]);
     let mut candidates = Vec::new();
     let mut steps = 0u64;
     while index != 0 {
@@ -254,7 +263,7 @@ fn sysv_lookup<S: Source + ?Sized>(
             return Err("DT_HASH chain loops".into());
         }
         candidates.push(index);
-        index = u64::from(read_words(t.src, chains + index * 4, 1)?[0]);
+        index = u64::from(read_words(t.src, chains.saturating_add(index * 4), 1)?[0]);
     }
     t.first(candidates, want)
 }
