@@ -70,12 +70,13 @@ fn wait_running(pid: i32, ctl: &DetachControl, events: Events) -> Result<()> {
     let Some(state) = stopped_state(pid) else {
         return Ok(());
     };
+    // Recorded before the event: a Ctrl-C that answers the event must find it.
+    ctl.set_stopped(pid, true);
     events(Event::Stopped {
         pid,
         state,
         wait: ctl.stopped_wait,
     });
-    ctl.set_stopped(pid, true);
     let deadline = Instant::now() + ctl.stopped_wait;
     let outcome = loop {
         if stopped_state(pid).is_none() {
