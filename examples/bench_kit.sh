@@ -38,7 +38,7 @@ run)
   export ROCPROF_ATTACH_BIN=$K/rocprof-attach ROCPROF_FIXTURES_DIR=$K/fixtures PYTHONUNBUFFERED=1
   { nproc; uname -r; grep -m1 "model name" /proc/cpuinfo; nvidia-smi -L 2>&1 | head -2; } | tee "$OUT/machine.txt"
   echo "== bench_multi"
-  BENCH_COUNTS=1,8,32,128 BENCH_PARALLEL=16,64 BENCH_REPS=7 timeout 200 "$K/bench_multi" > "$OUT/multi.md" 2>&1
+  BENCH_COUNTS=1,8,32,128 BENCH_PARALLEL=16,64 BENCH_REPS=${BENCH_REPS:-7} timeout 300 "$K/bench_multi" > "$OUT/multi.md" 2>&1
   tail -25 "$OUT/multi.md"
   echo "== bench_e2e"
   BENCH_E2E_RUNS=30 BENCH_E2E_WINDOW_SECS=3 timeout 90 "$K/bench_e2e" > "$OUT/e2e.md" 2>&1
