@@ -74,6 +74,24 @@ fn very_verbose_adds_the_steps() {
         "-vv shows each injection's outcome: {err}"
     );
     assert!(err.contains("DEBUG"), "{err}");
+    // Every ptrace step of both injections, each with its duration.
+    for job in ["attach", "detach"] {
+        for step in [
+            "seize",
+            "interrupt-stop",
+            "save registers",
+            "patch site",
+            "call",
+        ] {
+            let line = format!("{job}: {step} took ");
+            let timed = |l: &str| {
+                l.split_once(&line)
+                    .and_then(|(_, rest)| rest.split_once(" µs"))
+                    .is_some_and(|(n, _)| n.parse::<f64>().is_ok())
+            };
+            assert!(err.lines().any(timed), "-vv shows `{line}N µs`: {err}");
+        }
+    }
 }
 
 #[test]
