@@ -279,7 +279,7 @@ pub fn owners(files: &[WrittenFile], prefixes: &[(i32, Option<String>)]) -> Vec<
             let mut tie = false;
             for (pid, prefix) in prefixes {
                 let Some(prefix) = prefix else { continue };
-                if !path.starts_with(prefix.as_str()) {
+                if !under_prefix(&path, prefix) {
                     continue;
                 }
                 match best {
@@ -322,7 +322,17 @@ pub fn known_prefixes(prefixes: &[(i32, Option<String>)]) -> Option<Vec<String>>
 /// `file` lies under none of the `known` prefixes ([`known_prefixes`]).
 pub fn outside(file: &WrittenFile, known: &[String]) -> bool {
     let path = file.path.to_string_lossy();
-    !known.iter().any(|p| path.starts_with(p.as_str()))
+    !known.iter().any(|p| under_prefix(&path, p))
+}
+
+/// Whether `path` is a file the tool writes under `prefix`: the tool names its files
+/// `<prefix>_<name>.<ext>` (an OTF2 archive also `<prefix>_results/...`, a newer converter
+/// `<prefix>.<ext>`), so the prefix must end at `_`, `.` or `/`. A process writing under
+/// `rank1` does not own `rank10_results.db`.
+pub fn under_prefix(path: &str, prefix: &str) -> bool {
+    path.strip_prefix(prefix).is_some_and(|rest| {
+        prefix.ends_with('/') || rest.is_empty() || rest.starts_with(['_', '.', '/'])
+    })
 }
 
 /// `prefix` with repeated and `.` separators removed (as the scanned paths have them), or None
@@ -458,6 +468,32 @@ mod tests {
             ));
         }
         assert!(!written_by_others(&file("/x"), &[]));
+    }
+
+    #[test]
+    fn a_prefix_ends_where_the_tools_file_names_continue() {
+        assert!(under_prefix("/o/rank1_results.db", "/o/rank1"));
+        assert!(under_prefix("/o/rank1.pftrace", "/o/rank1"));
+        assert!(under_prefix("/o/rank1_results/traces/0.evt", "/o/rank1"));
+        assert!(under_prefix("/o/run/x_results.db", "/o/run/"));
+        assert!(!under_prefix("/o/rank10_results.db", "/o/rank1"));
+        assert!(!under_prefix("/o/host/12345_results.db", "/o/host/1234"));
+        assert!(!under_prefix("/p/rank1_results.db", "/o/rank1"));
+        // Only rank1 selected here: rank10's file, written by another session into the same
+        // directory, is not ours and is not rank1's.
+        let file = |p: &str| WrittenFile {
+            path: PathBuf::from(p),
+            host_path: PathBuf::from(p),
+            size: 0,
+        };
+        let prefixes = vec![(1, Some("/o/rank1".to_string()))];
+        assert!(written_by_others(&file("/o/rank10_results.db"), &prefixes));
+        assert!(!written_by_others(&file("/o/rank1_results.db"), &prefixes));
+        let two = vec![
+            (1, Some("/o/rank1".to_string())),
+            (7, Some("/o/other".to_string())),
+        ];
+        assert_eq!(owners(&[file("/o/rank10_results.db")], &two), vec![None]);
     }
 
     #[test]
