@@ -95,6 +95,59 @@ fn archive_reads_back_with_the_databases_events() {
     }
 }
 
+/// A location with more events than one chunk holds is written to its file while it is still
+/// open (memory stays at one chunk per location, not the whole location's events), and the
+/// archive still reads back whole.
+#[cfg(feature = "otf2")]
+#[test]
+fn a_long_location_is_flushed_to_its_file_while_open_and_reads_back_whole() {
+    use rocprof_otf2::{Archive, GroupType, LocationType, Paradigm, RegionRole, FILE_BUFFER};
+    let dir = tempdir();
+    let mut archive = Archive::create(dir.path(), "big", FILE_BUFFER).expect("archive");
+    let mut w = archive.evt_writer(0).expect("writer");
+    // About 10 bytes per event with a new timestamp each: 3 chunks' worth.
+    let pairs = 3 * FILE_BUFFER / 20;
+    for i in 0..pairs {
+        w.enter(10 * i + 1, 0).expect("enter");
+        w.leave(10 * i + 5, 0).expect("leave");
+    }
+    let file = dir.path().join("big").join("0.evt");
+    let on_disk = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        on_disk >= FILE_BUFFER,
+        "{} holds {on_disk} bytes while the location is open: its chunks stay in memory",
+        file.display()
+    );
+    assert_eq!(
+        archive.close_evt_writer(w).expect("close writer"),
+        2 * pairs
+    );
+    archive.finish_events(&[0]).expect("finish events");
+    {
+        let mut g = archive.global_defs().expect("defs");
+        g.clock(0, 10 * pairs + 10).expect("clock");
+        for (r, s) in ["root", "machine", "Process 1", "Thread 1", "kernel"]
+            .iter()
+            .enumerate()
+        {
+            g.string(r as u32, s).expect("string");
+        }
+        g.system_tree_node(0, 0, 1, rocprof_otf2::UNDEFINED_SYSTEM_TREE_NODE)
+            .expect("node");
+        g.location_group(0, 2, GroupType::Process, 0, u32::MAX)
+            .expect("group");
+        g.location(0, 3, LocationType::CpuThread, 2 * pairs, 0)
+            .expect("location");
+        g.region(0, 4, RegionRole::Function, Paradigm::User)
+            .expect("region");
+    }
+    archive.close().expect("close");
+    let (enters, leaves, locations) = read_back(&dir.path().join("big.otf2"));
+    assert_eq!(enters.get("kernel"), Some(&(pairs as usize)));
+    assert_eq!(leaves, pairs as usize);
+    assert_eq!(locations, ["Thread 1"]);
+}
+
 #[cfg(not(feature = "otf2"))]
 #[test]
 fn without_the_feature_otf2_is_a_clear_error() {

@@ -21,7 +21,8 @@ use crate::rocpd::reader::{read_error, Dims, Source};
 use crate::rocpd::window::{self, MaybeWindow};
 use crate::rocpd::{Error, Result};
 
-const CHUNK: u64 = 1 << 20;
+/// Event and definition chunks: one per open location, written straight to its file when full.
+const CHUNK: u64 = rocprof_otf2::FILE_BUFFER;
 
 fn otf2_err(dest: &std::path::Path, e: rocprof_otf2::Otf2Error) -> Error {
     Error::OutputWrite {

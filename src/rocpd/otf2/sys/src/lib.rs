@@ -3,8 +3,10 @@
 //! (strings, regions, system tree, location groups, locations, clock properties).
 //!
 //! Declarations follow OTF2 3.0's headers (`/usr/include/otf2/*.h`). The archive is written
-//! serially from one thread; event chunks are flushed to disk as they fill, so memory stays at
-//! one chunk per open location.
+//! serially from one thread. Chunks come from our own allocator ([`EVT_CHUNKS_PER_LOCATION`]):
+//! when a location's event buffer holds that many chunks, OTF2 writes them to its file and reuses
+//! the memory, so memory stays bounded whatever the number of events (OTF2's own allocator lets
+//! each buffer grow to 128 MiB before it writes anything).
 
 #![deny(missing_docs)]
 
@@ -23,7 +25,14 @@ mod sys {
     #[repr(C)]
     pub struct FlushCallbacks {
         pub pre_flush: extern "C" fn(*mut c_void, u8, u64, *mut c_void, bool) -> u8,
-        pub post_flush: extern "C" fn(*mut c_void, u8, u64) -> u64,
+        /// None: no BUFFER_FLUSH record is written after a flush.
+        pub post_flush: Option<extern "C" fn(*mut c_void, u8, u64) -> u64>,
+    }
+
+    #[repr(C)]
+    pub struct MemoryCallbacks {
+        pub allocate: extern "C" fn(*mut c_void, u8, u64, *mut *mut c_void, u64) -> *mut c_void,
+        pub free_all: extern "C" fn(*mut c_void, u8, u64, *mut *mut c_void, bool),
     }
 
     #[link(name = "open-trace-format2")]
@@ -41,6 +50,11 @@ mod sys {
         pub fn OTF2_Archive_SetFlushCallbacks(
             a: *mut Archive,
             cb: *const FlushCallbacks,
+            data: *mut c_void,
+        ) -> c_int;
+        pub fn OTF2_Archive_SetMemoryCallbacks(
+            a: *mut Archive,
+            cb: *const MemoryCallbacks,
             data: *mut c_void,
         ) -> c_int;
         pub fn OTF2_Archive_SetSerialCollectiveCallbacks(a: *mut Archive) -> c_int;
@@ -218,14 +232,100 @@ extern "C" fn pre_flush(_: *mut c_void, _: u8, _: u64, _: *mut c_void, _: bool) 
     1 // OTF2_FLUSH: write full chunks to disk
 }
 
-extern "C" fn post_flush(_: *mut c_void, _: u8, _: u64) -> u64 {
-    0
-}
-
 static FLUSH: sys::FlushCallbacks = sys::FlushCallbacks {
     pre_flush,
-    post_flush,
+    post_flush: None,
 };
+
+/// How many chunks a location's event buffer may hold before OTF2 writes them to the location's
+/// file (OTF2 asks for a chunk, we refuse, it flushes and asks again). One: a full chunk is written
+/// at once. With chunks of [`FILE_BUFFER`] bytes or more OTF2 writes them straight to the file,
+/// without its own 4 MiB write buffer per open file, so a location costs one chunk.
+pub const EVT_CHUNKS_PER_LOCATION: usize = 1;
+
+/// OTF2's write buffer per open file (`OTF2_FILE_BUFFER_SIZE`); writes of at least this size
+/// bypass it.
+pub const FILE_BUFFER: u64 = 4 << 20;
+
+/// `OTF2_FILETYPE_EVENTS`.
+const FILETYPE_EVENTS: u8 = 3;
+
+/// The chunks of one OTF2 buffer (its `perBufferData`).
+struct Chunks {
+    size: usize,
+    ptrs: Vec<*mut u8>,
+}
+
+/// OTF2's chunk allocator: a chunk of `size` bytes, or null to make OTF2 flush an event buffer
+/// that already holds [`EVT_CHUNKS_PER_LOCATION`] chunks. Never unwinds.
+extern "C" fn allocate(
+    _: *mut c_void,
+    file_type: u8,
+    _: u64,
+    per_buffer: *mut *mut c_void,
+    size: u64,
+) -> *mut c_void {
+    let (Ok(size), false) = (usize::try_from(size), per_buffer.is_null()) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: `per_buffer` points to this buffer's slot, null on the first call and otherwise
+    // the `Chunks` we stored there; OTF2 uses a buffer from one thread at a time.
+    unsafe {
+        if (*per_buffer).is_null() {
+            let chunks = Box::new(Chunks {
+                size,
+                ptrs: Vec::new(),
+            });
+            *per_buffer = Box::into_raw(chunks).cast();
+        }
+        let chunks = &mut *(*per_buffer).cast::<Chunks>();
+        if size == 0
+            || chunks.size != size
+            || (file_type == FILETYPE_EVENTS && chunks.ptrs.len() >= EVT_CHUNKS_PER_LOCATION)
+        {
+            return std::ptr::null_mut();
+        }
+        // Straight from the kernel and back on free: chunks of several MiB allocated and freed
+        // over and over would otherwise fragment the heap and keep its pages resident.
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return std::ptr::null_mut();
+        }
+        chunks.ptrs.push(p.cast());
+        p
+    }
+}
+
+/// OTF2's "free every chunk of this buffer" (after a flush, and with `last` when the buffer is
+/// deleted).
+extern "C" fn free_all(_: *mut c_void, _: u8, _: u64, per_buffer: *mut *mut c_void, last: bool) {
+    if per_buffer.is_null() {
+        return;
+    }
+    // SAFETY: as in `allocate`; every pointer in `ptrs` is a mapping of `size` bytes we made.
+    unsafe {
+        if (*per_buffer).is_null() {
+            return;
+        }
+        let chunks = &mut *(*per_buffer).cast::<Chunks>();
+        for p in chunks.ptrs.drain(..) {
+            libc::munmap(p.cast(), chunks.size);
+        }
+        if last {
+            drop(Box::from_raw((*per_buffer).cast::<Chunks>()));
+            *per_buffer = std::ptr::null_mut();
+        }
+    }
+}
+
+static MEMORY: sys::MemoryCallbacks = sys::MemoryCallbacks { allocate, free_all };
 
 /// An archive open for writing: `<dir>/<name>.otf2`, `<dir>/<name>.def` and `<dir>/<name>/`.
 pub struct Archive {
@@ -248,14 +348,14 @@ pub struct GlobalDefs<'a> {
 
 impl Archive {
     /// Creates the archive `name` in `dir` (which must exist) with `chunk` bytes per event
-    /// chunk, POSIX files and no compression, and opens its event files.
+    /// chunk and per definition chunk (256 KiB to 16 MiB), POSIX files and no compression, and
+    /// opens its event files.
     pub fn create(dir: &Path, name: &str, chunk: u64) -> Result<Archive> {
         let d = cstring(&dir.to_string_lossy());
         let n = cstring(name);
         // SAFETY: valid NUL-terminated strings; OTF2 copies them. Mode 0 = write, substrate 1 =
         // POSIX, compression 1 = none.
-        let raw =
-            unsafe { sys::OTF2_Archive_Open(d.as_ptr(), n.as_ptr(), 0, chunk, 4 * chunk, 1, 1) };
+        let raw = unsafe { sys::OTF2_Archive_Open(d.as_ptr(), n.as_ptr(), 0, chunk, chunk, 1, 1) };
         if raw.is_null() {
             return Err(Otf2Error(format!(
                 "OTF2_Archive_Open({}/{name}) failed; check that the directory is writable",
@@ -266,11 +366,15 @@ impl Archive {
             raw,
             evt_files_open: false,
         };
-        // SAFETY: `raw` is a live archive; FLUSH is a static with 'static callbacks.
+        // SAFETY: `raw` is a live archive; FLUSH and MEMORY are statics with 'static callbacks.
         unsafe {
             check(
                 "OTF2_Archive_SetFlushCallbacks",
                 sys::OTF2_Archive_SetFlushCallbacks(raw, &FLUSH, std::ptr::null_mut()),
+            )?;
+            check(
+                "OTF2_Archive_SetMemoryCallbacks",
+                sys::OTF2_Archive_SetMemoryCallbacks(raw, &MEMORY, std::ptr::null_mut()),
             )?;
             check(
                 "OTF2_Archive_SetSerialCollectiveCallbacks",
