@@ -201,27 +201,12 @@ fn plan_inner(
     parallelism: usize,
     events: Events,
 ) -> Result<Plan> {
-    // Every tree first (cheap), then one preflight per distinct process, in parallel.
-    let trees: Vec<(i32, Vec<i32>)> = roots
-        .iter()
-        .map(|&root| {
-            let descendants = if children {
-                procfs::descendants(root).unwrap_or_default()
-            } else {
-                Vec::new()
-            };
-            (root, descendants)
-        })
-        .collect();
-    let mut pids: Vec<i32> = Vec::new();
-    for (root, descendants) in &trees {
-        for &pid in std::iter::once(root).chain(descendants) {
-            if !pids.contains(&pid) {
-                pids.push(pid);
-            }
-        }
-    }
-    let checked = parallel(&pids, parallelism, |&pid| {
+    // One parallel pass over the roots (each root's tree, then its preflight), then one over the
+    // descendants that are not roots themselves, only when there are any: starting the threads
+    // costs more than a tree's few `/proc` reads, so the common case starts them once. The
+    // preflights only read `/proc` and ELF files.
+    let started = std::time::Instant::now();
+    let check = |pid: i32| {
         let report = preflight::check(pid, tool);
         let no_listener = matches!(report, Err(Error::NotAttachable { .. }))
             && procfs::threads_named(pid, LISTENER_COMM).is_ok_and(|t| t.is_empty());
@@ -229,9 +214,42 @@ fn plan_inner(
             report,
             no_listener,
         }
+    };
+    let first = parallel(roots, parallelism, |&root| {
+        let descendants = if children {
+            procfs::descendants(root).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        (descendants, check(root))
     });
     let mut checked: std::collections::HashMap<i32, Checked> =
-        pids.into_iter().zip(checked).collect();
+        std::collections::HashMap::with_capacity(roots.len());
+    let mut trees: Vec<(i32, Vec<i32>)> = Vec::with_capacity(roots.len());
+    for (&root, (descendants, c)) in roots.iter().zip(first) {
+        checked.entry(root).or_insert(c);
+        trees.push((root, descendants));
+    }
+    let mut rest: Vec<i32> = Vec::new();
+    for (_, descendants) in &trees {
+        for &d in descendants {
+            if !checked.contains_key(&d) && !rest.contains(&d) {
+                rest.push(d);
+            }
+        }
+    }
+    if !rest.is_empty() {
+        let more = parallel(&rest, parallelism, |&pid| check(pid));
+        checked.extend(rest.iter().copied().zip(more));
+    }
+    tracing::debug!(
+        "plan: trees and preflight of {} process{} ({} descendant{}) in {:.2} ms",
+        checked.len(),
+        if checked.len() == 1 { "" } else { "es" },
+        rest.len(),
+        plural(rest.len()),
+        started.elapsed().as_secs_f64() * 1e3
+    );
     let mut plan = Plan::default();
     for (root, descendants) in trees {
         // A selected process may already be planned as a descendant of an earlier root.
