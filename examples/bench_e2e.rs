@@ -172,9 +172,8 @@ fn session(t: &Target, tool: &str, n: usize) -> Session {
     }
 }
 
-/// One gdb run making `call`: (wall ms, usage), reaped with `wait4`; Err with gdb's last error
-/// line when it did not make the call (some gdb builds cannot write the FPU state of some CPUs:
-/// "Couldn't write extended state status").
+/// One gdb run making `call`: (wall ms, usage), reaped with `wait4`; Err
+/// ([`common::gdb_failure`]) when it did not make the call.
 #[allow(clippy::zombie_processes)]
 fn gdb_call(pid: i32, call: &str) -> Result<(f64, ChildUsage), String> {
     let s = Instant::now();
@@ -192,8 +191,7 @@ fn gdb_call(pid: i32, call: &str) -> Result<(f64, ChildUsage), String> {
     let usage = wait_with_rusage(pid).unwrap();
     let ms = s.elapsed().as_secs_f64() * 1e3;
     if !text.contains("= 0") {
-        let last = errors.lines().last().unwrap_or("no error message").trim();
-        return Err(format!("gdb did not make the call ({last})"));
+        return Err(common::gdb_failure(&errors));
     }
     Ok((ms, usage))
 }

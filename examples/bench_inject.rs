@@ -216,9 +216,7 @@ fn main() {
                 .unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             if !text.contains("3003") {
-                let errors = String::from_utf8_lossy(&out.stderr);
-                let last = errors.lines().last().unwrap_or("no error message").trim();
-                gdb_failed = Some(format!("gdb did not make the call ({last})"));
+                gdb_failed = Some(common::gdb_failure(&String::from_utf8_lossy(&out.stderr)));
                 break;
             }
             gdb_times.push(s.elapsed().as_secs_f64() * 1e6);

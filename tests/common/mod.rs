@@ -408,6 +408,14 @@ pub fn listener_tid(pid: i32) -> Option<i32> {
     None
 }
 
+/// What the benchmarks report when gdb ran but did not make its call: gdb's last error line
+/// (some gdb builds cannot write the FPU state of some CPUs: "Couldn't write extended state
+/// status").
+pub fn gdb_failure(stderr: &str) -> String {
+    let last = stderr.lines().last().unwrap_or("no error message").trim();
+    format!("gdb did not make the call ({last})")
+}
+
 /// Poll `cond` until true, failing the test after `limit` (test-side waiting only).
 pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
