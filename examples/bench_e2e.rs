@@ -17,6 +17,9 @@
 //! * the listener's stop time per attach, as the binary reports it;
 //! * gdb attaching and making the same two calls (`gdb -p PID -batch -ex 'call ...'`, one gdb run
 //!   per call), its wall time, CPU and page faults, as ratios to ours;
+//! * the floor: a C program (`tests/fixtures/floor.c`) making the same `/proc` reads and ptrace
+//!   stops with no call, no ELF lookup, no option parsing and no output, run between our
+//!   sessions: what any attacher pays on this machine, and ours as a ratio to it;
 //! * ptrace stops per attach and detach; our CPU for a whole session with a 10 s window
 //!   (`BENCH_E2E_WINDOW_SECS`); the workers' largest heartbeat gap while we attach and detach.
 
@@ -172,6 +175,24 @@ fn session(t: &Target, tool: &str, n: usize) -> Session {
     }
 }
 
+/// One run of the floor program (`tests/fixtures/floor.c`) against `t`, reaped with `wait4`.
+#[allow(clippy::zombie_processes)]
+fn floor(t: &Target) -> ChildUsage {
+    let bin = common::build("floor", &["floor.c"], &["-O2"]);
+    let child = Command::new(bin)
+        .arg(t.pid.to_string())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let usage = wait_with_rusage(child.id() as i32).unwrap();
+    assert!(
+        libc::WIFEXITED(usage.status) && libc::WEXITSTATUS(usage.status) == 0,
+        "the floor program failed: {}",
+        usage.status
+    );
+    usage
+}
+
 /// One gdb run making `call`: (wall ms, usage), reaped with `wait4`; Err
 /// ([`common::gdb_failure`]) when it did not make the call.
 #[allow(clippy::zombie_processes)]
@@ -226,11 +247,17 @@ fn main() {
     let tool = common::tool_lib();
     let tool = tool.to_str().unwrap();
     session(&t, tool, 0); // warm-up: page cache, tool loaded
+    floor(&t);
 
-    // 1. Our sessions, with the workers' largest heartbeat gap over all of them.
+    // 1. Our sessions, each followed by one run of the floor program, with the workers' largest
+    // heartbeat gap over all of them.
     reset_gaps(&t);
     let phase = Instant::now();
-    let sessions: Vec<Session> = (1..=runs).map(|i| session(&t, tool, i)).collect();
+    let (mut sessions, mut floors) = (Vec::new(), Vec::new());
+    for i in 1..=runs {
+        sessions.push(session(&t, tool, i));
+        floors.push(floor(&t));
+    }
     let ours_secs = phase.elapsed();
     let gap_ours = max_gap_ms(&t);
 
@@ -315,6 +342,8 @@ fn main() {
         .collect();
     let faults: Vec<f64> = sessions.iter().map(|s| s.usage.faults as f64).collect();
     let stopped: Vec<f64> = sessions.iter().map(|s| s.stopped_us).collect();
+    let floor_cpu: Vec<f64> = floors.iter().map(|u| u.cpu_us as f64 / 1e3).collect();
+    let floor_faults: Vec<f64> = floors.iter().map(|u| u.faults as f64).collect();
     println!(
         "Register library {:.1} MiB; {runs} sessions, each with a 1 ms window.",
         lib_size as f64 / (1 << 20) as f64
@@ -338,6 +367,18 @@ fn main() {
         &stopped,
         "µs",
         "≤ 150 µs",
+    );
+    row(
+        "floor CPU: the same /proc reads and ptrace stops in C, no call",
+        &floor_cpu,
+        "ms",
+        "",
+    );
+    let (gm, g9, gx) = dist(&floor_faults);
+    println!("| floor page faults | {gm:.0} | {g9:.0} | {gx:.0} |  |");
+    println!(
+        "| our CPU / floor CPU (medians) | {:.2} |  |  |  |",
+        dist(&cpu).0 / dist(&floor_cpu).0
     );
     println!();
     println!("| measurement | value |");

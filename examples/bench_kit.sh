@@ -26,6 +26,7 @@ prepare)
     -o "$K/fixtures/librocprofiler-register.so.0" "$F/register_standin.c" -ldl
   $cc -o "$K/fixtures/target" "$F/target.c" -ldl
   $cc -fPIC -shared -o "$K/fixtures/libstandin-tool.so" "$F/tool.c" -ldl
+  $cc -O2 -o "$K/fixtures/floor" "$F/floor.c"
   head -c $((4 << 20)) /dev/urandom > "$K/fixtures/pad.bin"
   objcopy --add-section .debug_pad="$K/fixtures/pad.bin" --set-section-flags .debug_pad=readonly \
     "$K/fixtures/librocprofiler-register.so.0" "$K/fixtures/pad4/librocprofiler-register.so.0"

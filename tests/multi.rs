@@ -676,3 +676,54 @@ fn convert_merges_per_rank_databases() {
     );
     assert_eq!(all.lines().next(), one.lines().next(), "same header");
 }
+
+/// A plan over many processes checks the tool once per mount namespace and root directory, not
+/// once per session: a target whose mount namespace hides the tool is refused, alone, after one
+/// that sees it passed the check (`--parallel 1` keeps that order).
+#[test]
+fn a_tool_hidden_in_one_targets_mount_namespace_is_refused_for_that_target_alone() {
+    let tool = tool_lib();
+    let hidden_dir = tool.parent().unwrap().to_str().unwrap().to_string();
+    let sees = spawn(&[], None);
+    let hides = Target::spawn(TargetOpts {
+        // Its own mount namespace, with an empty tmpfs over the tool's directory.
+        wrap: [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            "mount -t tmpfs tmpfs \"$0\" && exec \"$@\"",
+            &hidden_dir,
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..Default::default()
+    });
+    let in_root =
+        |pid: i32| PathBuf::from(format!("/proc/{pid}/root")).join(tool.strip_prefix("/").unwrap());
+    assert!(in_root(sees.pid).exists());
+    assert!(
+        !in_root(hides.pid).exists(),
+        "the tool is hidden from {}",
+        hides.pid
+    );
+    let out = tempfile::tempdir().unwrap();
+    let pids = format!("{},{}", sees.pid, hides.pid);
+    let mut args = short_session(&pids, out.path(), &tool);
+    args.extend(["--parallel", "1"]);
+    let (code, stdout, stderr) = rocprof_attach(&args, &[]).finish();
+    assert_ne!(code, 0, "{stderr}\n{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "does not exist as seen by the target (checked {} inside its root",
+            s(&tool)
+        )),
+        "{stderr}"
+    );
+    assert_eq!(kinds(&sees), ["attach=0", "detach=0"], "{stderr}");
+    assert!(kinds(&hides).is_empty(), "{stderr}");
+    assert_eq!(row(&stdout, sees.pid).unwrap().0, "attached", "{stdout}");
+}

@@ -57,6 +57,17 @@ pub fn choose_in(
     at_secure: bool,
     maps: Option<&[Mapping]>,
 ) -> Result<ToolChoice> {
+    choose_with(pid, explicit, at_secure, maps, None)
+}
+
+/// [`choose_in`], reusing the clean tool checks of `checks` (one plan's).
+pub fn choose_with(
+    pid: i32,
+    explicit: Option<&str>,
+    at_secure: bool,
+    maps: Option<&[Mapping]>,
+    checks: Option<&ToolChecks>,
+) -> Result<ToolChoice> {
     let mut warnings = Vec::new();
     let explicit = match explicit {
         Some(s) if at_secure => {
@@ -70,7 +81,7 @@ pub fn choose_in(
     };
     let mut choice = match explicit {
         Some(s) => {
-            let (w, notes) = validate(pid, s)?;
+            let (w, notes) = validate_with(pid, s, checks)?;
             ToolChoice {
                 string: s.to_string(),
                 warnings: w,
@@ -165,6 +176,15 @@ fn check_reattach(pid: i32, choice: &ToolChoice, given: Option<&[Mapping]>) -> R
 /// Returns (warnings, notes). Empty strings and lists are usage errors; an absolute entry that does
 /// not exist in the target's root (or is not a regular file) makes the target not attachable.
 pub fn validate(pid: i32, string: &str) -> Result<(Vec<String>, Vec<String>)> {
+    validate_with(pid, string, None)
+}
+
+/// [`validate`], reusing the clean checks of `checks` (one plan's).
+pub fn validate_with(
+    pid: i32,
+    string: &str,
+    checks: Option<&ToolChecks>,
+) -> Result<(Vec<String>, Vec<String>)> {
     if string.contains('\0') {
         return Err(Error::usage(
             "the tool library string contains a NUL byte; pass a plain path with -t",
@@ -191,15 +211,59 @@ pub fn validate(pid: i32, string: &str) -> Result<(Vec<String>, Vec<String>)> {
             ));
             continue;
         }
-        if let Some(w) = check_absolute(pid, entry)? {
+        if let Some(w) = check_absolute(pid, entry, checks)? {
             warnings.push(w);
         }
     }
     Ok((warnings, notes))
 }
 
+/// What makes an absolute tool path resolve the same in two processes: the entry, the mount
+/// namespace and the root directory (device and inode of each).
+type CheckKey = (String, (u64, u64), (u64, u64));
+
+/// Absolute tool entries already found to be loadable shared objects during one plan: every rank
+/// of a job names the same tool, so a session over many processes checks it once per mount
+/// namespace and root instead of walking the path through each `/proc/PID/root`. Only clean
+/// results are kept: an error or a warning is always worked out for its own process. Lives as
+/// long as the plan that made it, so a tool removed between two sessions is noticed.
+#[derive(Debug, Default)]
+pub struct ToolChecks {
+    clean: std::sync::Mutex<Vec<CheckKey>>,
+}
+
+impl ToolChecks {
+    fn key(pid: i32, entry: &str) -> Option<CheckKey> {
+        use std::os::unix::fs::MetadataExt;
+        let id = |p: &str| {
+            std::fs::metadata(procfs::proc_dir(pid).join(p))
+                .ok()
+                .map(|m| (m.dev(), m.ino()))
+        };
+        Some((entry.to_string(), id("ns/mnt")?, id("root")?))
+    }
+}
+
 /// Check one absolute entry inside the target root; Ok(Some(warning)) when it cannot be checked.
-fn check_absolute(pid: i32, entry: &str) -> Result<Option<String>> {
+/// With `checks`, a clean result for the same entry, mount namespace and root is reused.
+fn check_absolute(pid: i32, entry: &str, checks: Option<&ToolChecks>) -> Result<Option<String>> {
+    let Some(checks) = checks else {
+        return check_absolute_now(pid, entry);
+    };
+    let key = ToolChecks::key(pid, entry);
+    let lock = || checks.clean.lock().unwrap_or_else(|e| e.into_inner());
+    if key.as_ref().is_some_and(|k| lock().contains(k)) {
+        return Ok(None);
+    }
+    let checked = check_absolute_now(pid, entry);
+    if let (Ok(None), Some(key)) = (&checked, key) {
+        lock().push(key);
+    }
+    checked
+}
+
+/// [`check_absolute`] without the reuse.
+fn check_absolute_now(pid: i32, entry: &str) -> Result<Option<String>> {
     let resolved = match procfs::resolve_in_root(pid, Path::new(entry)) {
         Ok(r) => r,
         Err(crate::engine::Error::ProcessGone { pid }) => return Err(Error::ProcessGone { pid }),

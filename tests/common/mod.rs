@@ -117,6 +117,9 @@ pub struct TargetOpts {
     pub uid: Option<u32>,
     /// Extra text on the command line (`--tag TEXT`), for `--match` selection.
     pub tag: Option<String>,
+    /// A command that execs the target (its arguments follow), e.g. `unshare` into its own mount
+    /// namespace; the process keeps its PID.
+    pub wrap: Vec<String>,
 }
 
 impl Default for TargetOpts {
@@ -132,6 +135,7 @@ impl Default for TargetOpts {
             env: Vec::new(),
             uid: None,
             tag: None,
+            wrap: Vec::new(),
         }
     }
 }
@@ -165,7 +169,14 @@ impl Target {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("standin.log");
         let heartbeat = dir.path().join("heartbeat");
-        let mut cmd = Command::new(target_bin());
+        let mut cmd = match opts.wrap.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(target_bin());
+                c
+            }
+            None => Command::new(target_bin()),
+        };
         cmd.arg("--workers")
             .arg(opts.workers.to_string())
             .arg("--heartbeat")

@@ -5,7 +5,7 @@
 //! [`hints`] a refused ptrace).
 
 use crate::attach::error::{Error, Result};
-use crate::attach::toolpath::{self, SdkKind, SdkLibrary, ToolChoice, ToolSource};
+use crate::attach::toolpath::{self, SdkKind, SdkLibrary, ToolChecks, ToolChoice, ToolSource};
 use crate::engine::elf::RemoteLibrary;
 use crate::engine::procfs::{self, Mapping};
 use std::fmt;
@@ -75,6 +75,11 @@ pub(crate) fn our_pid() -> i32 {
 
 /// Run every check on `pid` without touching it; `tool` is the user's tool string, if any.
 pub fn check(pid: i32, tool: Option<&str>) -> Result<Report> {
+    check_with(pid, tool, None)
+}
+
+/// [`check`] reusing the clean tool checks of `checks`: a plan over many processes shares one.
+pub fn check_with(pid: i32, tool: Option<&str>, checks: Option<&ToolChecks>) -> Result<Report> {
     let status = check_process(pid)?;
     let mut warnings = Vec::new();
     let stopped = |state: char| {
@@ -102,7 +107,7 @@ pub fn check(pid: i32, tool: Option<&str>) -> Result<Report> {
     let (register_path, register_attach_addr, register_detach_addr) =
         locate_register(pid, &libs, &maps)?;
     let entry = procfs::at_entry(pid)?;
-    let tool = toolpath::choose_in(pid, tool, toolpath::at_secure(), Some(&maps))?;
+    let tool = toolpath::choose_with(pid, tool, toolpath::at_secure(), Some(&maps), checks)?;
     env_warnings(pid, &env, &mut warnings);
     library_warnings(&libs, &mut warnings);
     Ok(Report {

@@ -6,6 +6,7 @@ use super::{join, parallel, plural, AttachRequest};
 use crate::attach::error::{Error, Result};
 use crate::attach::preflight::{self, Report, LISTENER_COMM};
 use crate::attach::targets::{self, TargetSelection};
+use crate::attach::toolpath::ToolChecks;
 use crate::engine::procfs;
 
 /// A process that passed preflight and will be attached.
@@ -206,8 +207,12 @@ fn plan_inner(
     // costs more than a tree's few `/proc` reads, so the common case starts them once. The
     // preflights only read `/proc` and ELF files.
     let started = std::time::Instant::now();
-    let check = |pid: i32| {
-        let report = preflight::check(pid, tool);
+    // Many processes (every rank of a job) name the same tool: check it once per mount namespace
+    // and root. One process keeps the plain check (no extra `stat`s).
+    let checks = ToolChecks::default();
+    let shared = (roots.len() > 1).then_some(&checks);
+    let check = |pid: i32, checks: Option<&ToolChecks>| {
+        let report = preflight::check_with(pid, tool, checks);
         let no_listener = matches!(report, Err(Error::NotAttachable { .. }))
             && procfs::threads_named(pid, LISTENER_COMM).is_ok_and(|t| t.is_empty());
         Checked {
@@ -221,7 +226,7 @@ fn plan_inner(
         } else {
             Vec::new()
         };
-        (descendants, check(root))
+        (descendants, check(root, shared))
     });
     let mut checked: std::collections::HashMap<i32, Checked> =
         std::collections::HashMap::with_capacity(roots.len());
@@ -239,7 +244,7 @@ fn plan_inner(
         }
     }
     if !rest.is_empty() {
-        let more = parallel(&rest, parallelism, |&pid| check(pid));
+        let more = parallel(&rest, parallelism, |&pid| check(pid, Some(&checks)));
         checked.extend(rest.iter().copied().zip(more));
     }
     tracing::debug!(
