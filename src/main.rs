@@ -9,5 +9,9 @@ fn main() {
     {
         rocprof_attach::engine::agent::exec::agent_stdio_main();
     }
+    // An attach session forks its agent server first thing, while the process is small.
+    if rocprof_attach::cli::starts_a_session(std::env::args_os().skip(1)) {
+        rocprof_attach::engine::agent::prestart();
+    }
     std::process::exit(rocprof_attach::cli::main());
 }

@@ -64,3 +64,46 @@ fn the_binary_is_linked_at_a_fixed_address_unless_a_pie_is_asked_for() {
         "src/capi/build.rs links rocprof-attach with -no-pie unless ROCPROF_ATTACH_PIE=1"
     );
 }
+
+/// The shared libraries `bin` asks the dynamic loader for (`DT_NEEDED`).
+fn needed(bin: &[u8]) -> Vec<String> {
+    use object::read::elf::{Dyn, FileHeader};
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(bin).expect("ELF header");
+    let endian = header.endian().expect("endianness");
+    let sections = header.sections(endian, bin).expect("section table");
+    let Some((entries, index)) = sections.dynamic(endian, bin).expect("dynamic section") else {
+        return Vec::new();
+    };
+    let strings = sections
+        .strings(endian, bin, index)
+        .expect("dynamic strings");
+    entries
+        .iter()
+        .filter(|d| d.tag32(endian) == Some(object::elf::DT_NEEDED))
+        .filter_map(|d| d.string(endian, strings).ok())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+#[test]
+fn the_binary_carries_its_unwinder_instead_of_loading_libgcc_s() {
+    let bin = std::fs::read(env!("CARGO_BIN_EXE_rocprof-attach")).expect("read the binary");
+    let needed = needed(&bin);
+    assert!(
+        needed.iter().any(|n| n.starts_with("libc.so")) || cfg!(target_feature = "crt-static"),
+        "{needed:?}"
+    );
+    // src/capi/build.rs points `-lgcc_s` at GCC's static unwinder when the compiler has it.
+    let has_eh = std::process::Command::new("cc")
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+        .is_ok_and(|o| {
+            std::path::Path::new(String::from_utf8_lossy(&o.stdout).trim()).is_absolute()
+        });
+    if has_eh && option_env!("ROCPROF_ATTACH_SHARED_LIBGCC") != Some("1") {
+        assert!(
+            !needed.iter().any(|n| n.starts_with("libgcc_s")),
+            "the binary still loads libgcc_s: {needed:?}"
+        );
+    }
+}

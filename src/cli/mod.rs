@@ -33,6 +33,38 @@ pub fn main() -> i32 {
     main_with_args(std::env::args_os())
 }
 
+/// Whether these arguments (without the program name) will most likely run an attach session:
+/// no subcommand first, and no help, version, `--list` or `--check`. It only decides whether
+/// `main` forks the agent server before parsing ([`crate::engine::agent::prestart`]); a wrong
+/// guess costs one unused fork, or the fork happening later, at the session's start.
+pub fn starts_a_session<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
+    let mut any = false;
+    for (i, arg) in args.into_iter().enumerate() {
+        let arg = arg.as_encoded_bytes();
+        if arg == b"--" {
+            break;
+        }
+        let subcommand = [
+            "convert",
+            "summary",
+            "query",
+            "install-library",
+            "completions",
+            "man",
+            "help",
+        ];
+        if i == 0 && subcommand.iter().any(|s| s.as_bytes() == arg) {
+            return false;
+        }
+        let other = ["-h", "--help", "-V", "--version", "--list", "--check"];
+        if other.iter().any(|s| s.as_bytes() == arg) {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
 /// Print an error the way every error of ours is printed: one line.
 fn print_error(e: &Error) {
     eprintln!(
@@ -52,10 +84,14 @@ where
     let inv = match parse_request(args, &env, &cwd) {
         Ok(inv) => inv,
         Err(e) => {
+            crate::engine::agent::discard_prestarted();
             print_error(&e);
             return e.exit_code().code();
         }
     };
+    if !matches!(inv.action, Action::Attach(_)) {
+        crate::engine::agent::discard_prestarted();
+    }
     match logging::filter(inv.verbose, inv.quiet, env.get(logging::LOG_VARIABLE)) {
         Ok(f) => logging::init(f),
         Err(e) => {
