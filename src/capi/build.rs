@@ -13,7 +13,7 @@
 //!   shared library fewer to map and relocate, and no libgcc_s constructor running `cpuid`
 //!   (which hypervisors trap). Rust asks the linker for `-lgcc_s` by name; a linker script of
 //!   that name, in a directory searched before the compiler's own, points it at `libgcc_eh.a`.
-//!   Done only when the C compiler has `libgcc_eh.a`.
+//!   Done only when the C compiler has `libgcc_eh.a`, and not in cross builds.
 
 /// Prints the link arguments: the cdylib's soname and, unless a PIE is asked for, `-no-pie` for
 /// the binary.
@@ -33,7 +33,9 @@ pub fn configure() {
     }
     println!("cargo:rerun-if-env-changed=ROCPROF_ATTACH_SHARED_LIBGCC");
     let shared_libgcc = std::env::var("ROCPROF_ATTACH_SHARED_LIBGCC").is_ok_and(|v| v == "1");
-    if linux && !static_crt && !shared_libgcc && has_libgcc_eh() {
+    // The probe asks the host's `cc`: only for builds for this machine (not cross builds).
+    let native = std::env::var("TARGET").ok() == std::env::var("HOST").ok();
+    if linux && native && !static_crt && !shared_libgcc && has_libgcc_eh() {
         let dir =
             std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("libgcc");
         std::fs::create_dir_all(&dir).expect("create OUT_DIR/libgcc");
