@@ -175,22 +175,29 @@ fn session(t: &Target, tool: &str, n: usize) -> Session {
     }
 }
 
-/// One run of the floor program (`tests/fixtures/floor.c`) against `t`, reaped with `wait4`.
+/// One run of the floor program `bin` (`tests/fixtures/floor.c`) against `t`, reaped with `wait4`.
 #[allow(clippy::zombie_processes)]
-fn floor(t: &Target) -> ChildUsage {
-    let bin = common::build("floor", &["floor.c"], &["-O2"]);
+fn floor(bin: &Path, t: &Target) -> ChildUsage {
     let child = Command::new(bin)
         .arg(t.pid.to_string())
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
     let usage = wait_with_rusage(child.id() as i32).unwrap();
-    assert!(
-        libc::WIFEXITED(usage.status) && libc::WEXITSTATUS(usage.status) == 0,
-        "the floor program failed: {}",
+    let code = libc::WIFEXITED(usage.status).then(|| libc::WEXITSTATUS(usage.status));
+    let why = match code {
+        Some(0) => return usage,
+        Some(3) => "a /proc file of the target could not be read",
+        Some(4) => "the target has no 'rocp-bg-attach' thread",
+        Some(5) => "a ptrace step failed: run as root or with CAP_SYS_PTRACE",
+        _ => "it failed or was killed",
+    };
+    panic!(
+        "the floor program ({}) failed on process {}: {why} (wait status {:#x})",
+        bin.display(),
+        t.pid,
         usage.status
     );
-    usage
 }
 
 /// One gdb run making `call`: (wall ms, usage), reaped with `wait4`; Err
@@ -246,8 +253,9 @@ fn main() {
     });
     let tool = common::tool_lib();
     let tool = tool.to_str().unwrap();
+    let floor_bin = common::build("floor", &["floor.c"], &["-O2"]);
     session(&t, tool, 0); // warm-up: page cache, tool loaded
-    floor(&t);
+    floor(&floor_bin, &t);
 
     // 1. Our sessions, each followed by one run of the floor program, with the workers' largest
     // heartbeat gap over all of them.
@@ -256,7 +264,7 @@ fn main() {
     let (mut sessions, mut floors) = (Vec::new(), Vec::new());
     for i in 1..=runs {
         sessions.push(session(&t, tool, i));
-        floors.push(floor(&t));
+        floors.push(floor(&floor_bin, &t));
     }
     let ours_secs = phase.elapsed();
     let gap_ours = max_gap_ms(&t);

@@ -114,6 +114,20 @@ pub struct Cli {
     pub quiet: bool,
 }
 
+/// The subcommands whose arguments are handed on unparsed (rocpd's and `install-library`).
+pub const DELEGATED: [&str; 4] = ["convert", "summary", "query", "install-library"];
+
+/// Every subcommand name, `help` included (a test checks it against [`Command`]).
+pub const SUBCOMMANDS: [&str; 7] = [
+    "convert",
+    "summary",
+    "query",
+    "install-library",
+    "completions",
+    "man",
+    "help",
+];
+
 /// Subcommands: the rocpd ones get their arguments unparsed; `completions` and `man` are ours.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -275,19 +289,14 @@ where
         json: false,
     };
     // Subcommands first: their arguments are not ours to parse.
+    let delegated = |a: &OsString| DELEGATED.iter().any(|d| a == d);
     if let Some(first) = args.get(1) {
-        if first == "convert"
-            || first == "summary"
-            || first == "query"
-            || first == "install-library"
-        {
+        if delegated(first) {
             return Ok(quick(Action::Delegate(args[1..].to_vec())));
         }
         // `help convert` is `convert --help`.
         if first == "help" {
-            if let Some(sub) = args.get(2).filter(|a| {
-                *a == "convert" || *a == "summary" || *a == "query" || *a == "install-library"
-            }) {
+            if let Some(sub) = args.get(2).filter(|a| delegated(a)) {
                 return Ok(quick(Action::Delegate(vec![sub.clone(), "--help".into()])));
             }
         }

@@ -5,12 +5,14 @@
 //! * [`render`]: progress lines and warnings from the session's events, the status line, the
 //!   file list and the per-process table;
 //! * [`check`]: `--check` and `--list`; [`rocpd`]: the `convert` and `summary` subcommands;
+//! * [`early`]: what `main` decides from the raw arguments before parsing them;
 //! * [`json`]: the `--json` documents (docs/json.md);
 //! * [`logging`]: `-v`/`-q`/`ROCPROF_ATTACH_LOG` for the `tracing` diagnostics;
 //! * [`error`]: usage errors and the errors of the layers below, with their exit codes.
 
 pub mod args;
 pub mod check;
+pub mod early;
 pub mod error;
 pub mod help;
 pub mod json;
@@ -21,6 +23,7 @@ pub mod session;
 pub mod values;
 
 pub use args::{parse_request, Action, Cli, Command, Invocation};
+pub use early::starts_a_session;
 pub use error::{Error, Result};
 
 use crate::attach::envbuf::EnvList;
@@ -31,38 +34,6 @@ use std::path::PathBuf;
 /// Parse the process's arguments, run the command, return the process exit code.
 pub fn main() -> i32 {
     main_with_args(std::env::args_os())
-}
-
-/// Whether these arguments (without the program name) will most likely run an attach session:
-/// no subcommand first, and no help, version, `--list` or `--check`. It only decides whether
-/// `main` forks the agent server before parsing ([`crate::engine::agent::prestart`]); a wrong
-/// guess costs one unused fork, or the fork happening later, at the session's start.
-pub fn starts_a_session<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
-    let mut any = false;
-    for (i, arg) in args.into_iter().enumerate() {
-        let arg = arg.as_encoded_bytes();
-        if arg == b"--" {
-            break;
-        }
-        let subcommand = [
-            "convert",
-            "summary",
-            "query",
-            "install-library",
-            "completions",
-            "man",
-            "help",
-        ];
-        if i == 0 && subcommand.iter().any(|s| s.as_bytes() == arg) {
-            return false;
-        }
-        let other = ["-h", "--help", "-V", "--version", "--list", "--check"];
-        if other.iter().any(|s| s.as_bytes() == arg) {
-            return false;
-        }
-        any = true;
-    }
-    any
 }
 
 /// Print an error the way every error of ours is printed: one line.

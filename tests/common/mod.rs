@@ -118,7 +118,7 @@ pub struct TargetOpts {
     /// Extra text on the command line (`--tag TEXT`), for `--match` selection.
     pub tag: Option<String>,
     /// A command that execs the target (its arguments follow), e.g. `unshare` into its own mount
-    /// namespace; the process keeps its PID.
+    /// namespace; the process keeps its PID. Not combined with `uid`.
     pub wrap: Vec<String>,
 }
 
