@@ -352,3 +352,112 @@ fn random_shard_2() {
 fn random_shard_3() {
     random(3);
 }
+
+/// Job control stops the target at one step of the detach, with `--stopped-timeout 300ms`:
+/// returns the front end's exit code and stderr, and the agent's pid.
+fn stopped_at(s: &Subject, step: Step) -> (i32, String, i32) {
+    let mut pause = Pause::new();
+    let env = fifo_env(&pause, step);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (pid, out, tool) = (
+        s.t.pid.to_string(),
+        s.t.dir.path().join("out").to_str().unwrap().to_string(),
+        tool_lib().to_str().unwrap().to_string(),
+    );
+    let args = [
+        "-p",
+        &pid,
+        "--kernel-trace",
+        "-d",
+        &out,
+        "-t",
+        &tool,
+        "--attach-duration-msec",
+        "50",
+        "--stopped-timeout",
+        "300ms",
+    ];
+    let run = rocprof_attach(&args, &env);
+    let (name, agent) = pause.wait_paused(step.name());
+    assert_eq!(name, step.name());
+    kill(Pid::from_raw(s.t.pid), Signal::SIGSTOP).unwrap();
+    // Stopped for good: the main thread is in its group-stop (the listener, traced by the paused
+    // agent, enters its own as soon as it may run).
+    wait_until(Duration::from_secs(10), || {
+        common::thread_state(s.t.pid, s.t.pid) == Some('T')
+    });
+    pause.release();
+    let (code, _, stderr) = run.finish();
+    (code, stderr, agent)
+}
+
+/// The stopped-target message: exit 11, the bound, the fix, and nothing of a missing output.
+fn assert_stopped_failure(code: i32, stderr: &str, pid: i32, what: &str) {
+    assert_eq!(code, 11, "{what}: {stderr}");
+    assert!(stderr.contains("is stopped"), "{what}: {stderr}");
+    assert!(stderr.contains("within 300 ms"), "{what}: {stderr}");
+    assert!(
+        stderr.contains(&format!("kill -CONT {pid}")),
+        "{what}: {stderr}"
+    );
+    assert!(!stderr.contains("timed out"), "{what}: {stderr}");
+}
+
+#[test]
+fn job_control_between_the_state_check_and_the_interrupt_is_a_bounded_detach_failure() {
+    let mut s = Subject::new();
+    let (code, stderr, agent) = stopped_at(&s, Step::Reseize);
+    assert_stopped_failure(code, &stderr, s.t.pid, "stopped after the seize");
+    // The agent released the thread without touching it, and left.
+    wait_until(Duration::from_secs(20), || !common::pid_alive(agent));
+    kill(Pid::from_raw(s.t.pid), Signal::SIGCONT).unwrap();
+    assert_eq!(s.new_records(), ["attach=0"], "never detached");
+    assert!(s.t.alive());
+    s.t.assert_heartbeat();
+    s.pristine.assert_same(&s.t, "stopped after the seize");
+}
+
+#[test]
+fn job_control_during_the_detach_call_is_a_bounded_failure_and_the_call_ends_on_sigcont() {
+    let mut s = Subject::new();
+    let (code, stderr, agent) = stopped_at(&s, Step::DetachCall);
+    assert_stopped_failure(code, &stderr, s.t.pid, "stopped during the call");
+    assert!(
+        stderr.contains("the call finishes"),
+        "says what happens next: {stderr}"
+    );
+    // The agent stays with the thread, which runs our call; once continued, the call returns, the
+    // thread is restored and the agent leaves.
+    assert!(common::pid_alive(agent), "the agent waits for the call");
+    kill(Pid::from_raw(s.t.pid), Signal::SIGCONT).unwrap();
+    wait_until(Duration::from_secs(20), || !common::pid_alive(agent));
+    assert_eq!(s.new_records(), ["attach=0", "detach=0"]);
+    s.t.assert_heartbeat();
+    s.pristine.assert_same(&s.t, "stopped during the call");
+    let (code, _, stderr) = session(&s.t, &[]).finish();
+    assert_eq!(code, 0, "a clean session afterwards: {stderr}");
+}
+
+#[test]
+fn job_control_between_the_preflight_and_the_attach_interrupt_refuses_untouched() {
+    let mut s = Subject::new();
+    let (code, stderr, agent) = stopped_at(&s, Step::Seize);
+    assert_eq!(
+        code, 4,
+        "like a target stopped before the preflight: {stderr}"
+    );
+    assert!(stderr.contains("is stopped"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("kill -CONT {}", s.t.pid)),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("timed out"), "{stderr}");
+    wait_until(Duration::from_secs(20), || !common::pid_alive(agent));
+    kill(Pid::from_raw(s.t.pid), Signal::SIGCONT).unwrap();
+    assert!(s.new_records().is_empty(), "no register call");
+    s.t.assert_heartbeat();
+    s.pristine
+        .assert_same(&s.t, "stopped before the attach interrupt");
+    let (code, _, stderr) = session(&s.t, &[]).finish();
+    assert_eq!(code, 0, "a clean session afterwards: {stderr}");
+}

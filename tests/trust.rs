@@ -94,8 +94,12 @@ fn stopped_during_window(t: &Target, out: &Path, extra: &[&str]) -> common::Run 
     let mut run = rocprof_attach(&args, &[]);
     run.wait_for("profiling until");
     signal(t.pid, Signal::SIGSTOP);
+    // Every thread, the listener too, is in its group-stop before the detach starts (a stop that
+    // lands later is tests/faults.rs's `job_control_*`).
+    let listener = t.listener();
     common::wait_until(Duration::from_secs(10), || {
         common::thread_state(t.pid, t.pid) == Some('T')
+            && common::thread_state(t.pid, listener) == Some('T')
     });
     run.signal(Signal::SIGINT);
     run.wait_for("is stopped (state T)");

@@ -69,7 +69,11 @@ fn refused(e: &crate::attach::Error) -> SessionReport {
 fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
     let mut phases = Phases::new();
     // First, while we are still single-threaded: the agent server forks cheap agents.
-    let agents = Agents::start(CallTimeouts::default());
+    // A target stopped by job control while it runs our call holds the agent this long before
+    // the session says so (the agent then stays until the call returns).
+    let mut timeouts = CallTimeouts::default();
+    timeouts.engine.stopped = req.stopped_wait;
+    let agents = Agents::start(timeouts);
     let waiter = match Waiter::install() {
         Ok(w) => w,
         Err(e) => {

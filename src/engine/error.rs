@@ -78,6 +78,31 @@ pub enum Error {
         /// How long we waited.
         after_ms: u64,
     },
+    /// Job control (SIGSTOP, Ctrl-Z, a debugger) stopped the thread: before our interrupt-stop
+    /// (nothing was changed; it can be tried again once the process continues), or while it ran
+    /// injected code (the agent stays until the process continues and the code returns, then
+    /// restores the thread).
+    #[error(
+        "process {pid} is stopped (SIGSTOP, Ctrl-Z or a debugger){}; continue it with `kill -CONT {pid}`",
+        if *running_injected {
+            format!(
+                " while thread {tid} ran an injected call and did not continue within {after_ms} ms; \
+                 the call finishes and the thread is restored when it continues"
+            )
+        } else {
+            format!(", so thread {tid} cannot run an injected call")
+        }
+    )]
+    GroupStopped {
+        /// Process id.
+        pid: i32,
+        /// Thread id.
+        tid: i32,
+        /// True when the thread was running our injected code (a call or a syscall).
+        running_injected: bool,
+        /// How long the group-stop lasted before we gave up waiting (0 before the interrupt).
+        after_ms: u64,
+    },
     /// A system call of ours (ptrace, process_vm_*, ...) failed.
     #[error("{op} failed for thread {tid}: {errno}")]
     Sys {
@@ -148,6 +173,11 @@ impl Error {
             }
             Error::Symbol(_) | Error::UnsupportedArch { .. } => ExitCode::NotAttachable,
             Error::TargetDied { .. } => ExitCode::TargetExited,
+            // Like the preflight's refusal of a stopped process: nothing was touched.
+            Error::GroupStopped {
+                running_injected: false,
+                ..
+            } => ExitCode::NotAttachable,
             _ => ExitCode::Failure,
         }
     }

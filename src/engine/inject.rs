@@ -106,6 +106,14 @@ pub struct Timeouts {
     pub stop: Duration,
     /// How long a remote syscall may take (mmap/munmap are immediate).
     pub syscall: Duration,
+    /// How long job control (SIGSTOP, Ctrl-Z) may hold the thread while it runs our code before
+    /// the wait reports [`Error::GroupStopped`] (the thread is then waited for without bound).
+    #[serde(default = "default_stopped")]
+    pub stopped: Duration,
+}
+
+fn default_stopped() -> Duration {
+    Duration::from_secs(10)
 }
 
 impl Default for Timeouts {
@@ -113,6 +121,7 @@ impl Default for Timeouts {
         Timeouts {
             stop: Duration::from_secs(5),
             syscall: Duration::from_secs(5),
+            stopped: default_stopped(),
         }
     }
 }
@@ -181,6 +190,7 @@ impl<'t> Injection<'t> {
 
         let t = Instant::now();
         tracee.interrupt(timeouts.stop)?;
+        tracee.set_stop_limit(Some(timeouts.stopped));
         record(&mut timings, Phase::Interrupt, t);
         faults::point(Step::Interrupt);
         let t = Instant::now();
@@ -375,6 +385,8 @@ impl<'t> Injection<'t> {
     /// If a call timed out, keep waiting (without deadline) until it returns, so the thread can
     /// be restored. Used by the agent after it has reported the timeout.
     pub fn wait_for_pending_call(&mut self) -> Result<()> {
+        // However long job control holds it: the thread must come back to be restored.
+        self.tracee.set_stop_limit(None);
         let r = match self.state {
             State::Pending(Pending::Call(trap)) => self
                 .tracee
@@ -451,6 +463,12 @@ impl<'t> Injection<'t> {
         Ok(self.take_timings())
     }
 
+    /// True while the thread runs injected code that outlived a wait (see
+    /// [`Injection::wait_for_pending_call`]).
+    pub fn is_pending(&self) -> bool {
+        matches!(self.state, State::Pending(_))
+    }
+
     fn ensure_stopped(&self) -> Result<()> {
         match self.state {
             State::Stopped => Ok(()),
@@ -471,9 +489,10 @@ impl<'t> Injection<'t> {
         e
     }
 
-    /// Like `note`, for errors while the thread runs injected code: a timeout leaves it running.
+    /// Like `note`, for errors while the thread runs injected code: a timeout or a group-stop
+    /// that outlasted the stop limit leaves it running our code.
     fn note_running(&mut self, e: Error, pending: Pending) -> Error {
-        if matches!(e, Error::Timeout { .. }) {
+        if matches!(e, Error::Timeout { .. } | Error::GroupStopped { .. }) {
             self.state = State::Pending(pending);
             return e;
         }

@@ -65,30 +65,51 @@ impl DetachControl {
     }
 }
 
-/// Wait (bounded by `ctl`) until a stopped `pid` continues; Err when it does not.
-fn wait_running(pid: i32, ctl: &DetachControl, events: Events) -> Result<()> {
-    let Some(state) = stopped_state(pid) else {
+/// The bounded wait for one stopped process: one deadline however often it stops again.
+struct StoppedWait {
+    deadline: Instant,
+    announced: bool,
+}
+
+impl StoppedWait {
+    fn new(ctl: &DetachControl) -> StoppedWait {
+        StoppedWait {
+            deadline: Instant::now() + ctl.stopped_wait,
+            announced: false,
+        }
+    }
+}
+
+/// Wait (bounded by `ctl` and `w`) until a stopped `pid` continues; Err when it does not.
+/// `seen` is the state an injection found when `/proc` does not (yet) show the stop.
+fn wait_running(
+    pid: i32,
+    ctl: &DetachControl,
+    events: Events,
+    w: &mut StoppedWait,
+    seen: Option<char>,
+) -> Result<()> {
+    let Some(state) = stopped_state(pid).or(seen) else {
         return Ok(());
     };
     // Recorded before the event: a Ctrl-C that answers the event must find it.
     ctl.set_stopped(pid, true);
-    events(Event::Stopped {
-        pid,
-        state,
-        wait: ctl.stopped_wait,
-    });
-    let deadline = Instant::now() + ctl.stopped_wait;
+    if !w.announced {
+        w.announced = true;
+        events(Event::Stopped {
+            pid,
+            state,
+            wait: ctl.stopped_wait,
+        });
+    }
     let outcome = loop {
-        if stopped_state(pid).is_none() {
-            events(Event::Continued { pid });
-            break Ok(());
-        }
-        if ctl.give_up.load(Ordering::SeqCst) || Instant::now() >= deadline {
+        let given_up = ctl.give_up.load(Ordering::SeqCst);
+        if given_up || Instant::now() >= w.deadline {
             break Err(Error::DetachFailed {
                 pid,
                 reason: format!(
                     "it is stopped (state {state}) and did not continue {}; continue it with `kill -CONT {pid}`",
-                    if ctl.give_up.load(Ordering::SeqCst) {
+                    if given_up {
                         "before rocprof-attach was interrupted".to_string()
                     } else {
                         format!("within {} ms", ctl.stopped_wait.as_millis())
@@ -96,10 +117,46 @@ fn wait_running(pid: i32, ctl: &DetachControl, events: Events) -> Result<()> {
                 ),
             });
         }
+        if stopped_state(pid).is_none() {
+            events(Event::Continued { pid });
+            break Ok(());
+        }
         std::thread::sleep(Duration::from_millis(20));
     };
     ctl.set_stopped(pid, false);
     outcome
+}
+
+/// Detach a process that is (or just was) stopped: wait until it continues, inject, and again if
+/// job control stopped the listener between the state check and the interrupt; all within one
+/// bound ([`DetachControl::stopped_wait`]).
+fn detach_stopped(
+    a: &Attachment,
+    injector: &dyn Injector,
+    ctl: &DetachControl,
+    events: Events,
+) -> Result<Detached> {
+    let mut w = StoppedWait::new(ctl);
+    let mut seen = None;
+    loop {
+        wait_running(a.pid, ctl, events, &mut w, seen)?;
+        let target = detach_target_of(a)?;
+        match injector.inject(&target, &Job::Detach) {
+            Err(e) if stopped_before_call(&e) => seen = Some('T'),
+            r => return detached(a.pid, r),
+        }
+    }
+}
+
+/// The injection found the listener group-stopped before it could stop it (nothing changed).
+fn stopped_before_call(e: &crate::engine::Error) -> bool {
+    matches!(
+        e,
+        crate::engine::Error::GroupStopped {
+            running_injected: false,
+            ..
+        }
+    )
 }
 
 /// A process we detached from.
@@ -164,30 +221,36 @@ pub fn detach_with(
         })
         .collect();
     let mut outcomes = injector.inject_all(&jobs, parallelism).into_iter();
+    // Stopped before the detach, or found stopped by it (job control can stop the listener
+    // between our state check and the interrupt): these wait, bounded, and try again.
+    let mut results: Vec<Option<Result<Detached>>> = prepared
+        .into_iter()
+        .map(|p| match p {
+            Prepared::Ready(t) => match outcomes.next().expect("one outcome per job") {
+                Err(e) if stopped_before_call(&e) => None,
+                r => Some(detached(t.pid, r)),
+            },
+            Prepared::Stopped => None,
+            Prepared::Failed(e) => Some(Err(e)),
+        })
+        .collect();
     let stopped: Vec<&Attachment> = attached
         .iter()
-        .zip(&prepared)
-        .filter(|(_, p)| matches!(p, Prepared::Stopped))
+        .zip(&results)
+        .filter(|(_, r)| r.is_none())
         .map(|(a, _)| a)
         .collect();
     let mut waited = parallel(&stopped, parallelism, |a| {
-        wait_running(a.pid, ctl, events)?;
-        let target = detach_target_of(a)?;
-        detached(a.pid, injector.inject(&target, &Job::Detach))
+        detach_stopped(a, injector, ctl, events)
     })
     .into_iter();
     let results: Vec<Result<Detached>> = attached
         .iter()
-        .zip(prepared)
-        .map(|(a, p)| {
-            let r = match p {
-                Prepared::Ready(t) => {
-                    detached(t.pid, outcomes.next().expect("one outcome per job"))
-                }
-                Prepared::Stopped => waited.next().expect("one result per stopped process"),
-                Prepared::Failed(e) => Err(e),
-            };
-            r.map_err(|e| as_detach_failure(a.pid, e))
+        .zip(results.iter_mut())
+        .map(|(a, r)| {
+            r.take()
+                .unwrap_or_else(|| waited.next().expect("one result per stopped process"))
+                .map_err(|e| as_detach_failure(a.pid, e))
         })
         .collect();
     let mut ok = Vec::new();

@@ -168,6 +168,9 @@ struct Wire {
     error: Option<WireError>,
 }
 
+/// What an agent sent back, or why nothing usable came.
+type WireResult = std::result::Result<Wire, String>;
+
 #[derive(Debug, Serialize, Deserialize)]
 struct WireError {
     kind: String,
@@ -341,7 +344,12 @@ fn execute(
     let t = Instant::now();
     let released = match &result {
         Err(Error::TargetDied { .. }) => Ok(()),
-        Ok(()) => tracee.detach_stopped(),
+        // Group-stopped instead of interrupt-stopped: still a ptrace-stop, nothing changed.
+        Ok(())
+        | Err(Error::GroupStopped {
+            running_injected: false,
+            ..
+        }) => tracee.detach_stopped(),
         Err(_) => tracee.detach(timeouts.engine.stop),
     };
     record(&mut outcome.steps, Phase::Detach, t);
@@ -390,7 +398,34 @@ fn sequence(
         Job::Detach => (None, 0),
     };
     let mut inj = Injection::begin(tracee, t.site, to.engine)?;
-    let (args, step, timeout) = match &data {
+    let called = place_and_call(&mut inj, t, data.as_deref(), tool_offset, to, out);
+    match called {
+        Ok(s) => out.status = Some(s),
+        // Our code outlived its wait (a timeout, or job control stopped the thread in it): say
+        // so now, then stay until it returns, so the thread can be restored. The target's
+        // safety comes first.
+        Err(e) if inj.is_pending() => {
+            out.pending_agent = Some(std::process::id() as i32);
+            on_pending(out, &e);
+            inj.wait_for_pending_call()?;
+        }
+        Err(e) => return Err(e),
+    }
+    let steps = inj.finish_stopped()?;
+    out.steps.extend(steps);
+    Ok(())
+}
+
+/// Place the job's buffers and make its call; the call's duration goes to `out.call_us`.
+fn place_and_call(
+    inj: &mut Injection,
+    t: &Target,
+    data: Option<&[u8]>,
+    tool_offset: u64,
+    to: CallTimeouts,
+    out: &mut Outcome,
+) -> Result<i32> {
+    let (args, step, timeout) = match data {
         Some(data) => {
             let env_addr = inj.place(data)?;
             let tool_addr = env_addr + tool_offset;
@@ -400,19 +435,9 @@ fn sequence(
     };
     faults::point(step);
     let call_start = Instant::now();
-    match inj.call_int(t.function, args, Some(timeout)) {
-        Ok(s) => out.status = Some(s),
-        Err(e @ Error::Timeout { .. }) => {
-            out.pending_agent = Some(std::process::id() as i32);
-            on_pending(out, &e);
-            inj.wait_for_pending_call()?;
-        }
-        Err(e) => return Err(e),
-    }
+    let status = inj.call_int(t.function, args, Some(timeout));
     out.call_us = call_start.elapsed().as_micros() as u64;
-    let steps = inj.finish_stopped()?;
-    out.steps.extend(steps);
-    Ok(())
+    status
 }
 
 /// The body of a forked agent: run the job, send the result, exit.
@@ -484,6 +509,11 @@ fn send(reply: &mut Reply, outcome: Outcome, err: Option<&Error>) {
             // The process vanished between two of our steps (e.g. /proc read after a SIGKILL).
             Error::TargetDied { .. } | Error::ProcessGone { .. } => "died",
             Error::Timeout { .. } => "timeout",
+            Error::GroupStopped {
+                running_injected: false,
+                ..
+            } => "stopped",
+            Error::GroupStopped { .. } => "stopped-running",
             Error::PtracePermission { .. } => "permission",
             _ => "other",
         }
@@ -496,7 +526,7 @@ fn send(reply: &mut Reply, outcome: Outcome, err: Option<&Error>) {
             other => other.to_string(),
         },
         after_ms: match e {
-            Error::Timeout { after_ms, .. } => *after_ms,
+            Error::Timeout { after_ms, .. } | Error::GroupStopped { after_ms, .. } => *after_ms,
             _ => 0,
         },
     });
@@ -544,6 +574,12 @@ fn rebuild_error(t: &Target, e: WireError) -> Error {
             pid: t.pid,
             tid: t.tid,
             what: e.message,
+            after_ms: e.after_ms,
+        },
+        "stopped" | "stopped-running" => Error::GroupStopped {
+            pid: t.pid,
+            tid: t.tid,
+            running_injected: e.kind == "stopped-running",
             after_ms: e.after_ms,
         },
         "permission" => Error::PtracePermission {

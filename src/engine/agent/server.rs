@@ -22,6 +22,7 @@
 
 use super::{
     agent_job, outcome_of, parse_tagged, read_result, CallTimeouts, Job, Outcome, Reply, Target,
+    WireResult,
 };
 use crate::engine::error::{Error, Result};
 use nix::sys::socket::{
@@ -62,6 +63,8 @@ pub struct AgentServer {
     pid: Pid,
     /// One batch at a time reads results from the socket.
     batch: Mutex<()>,
+    /// An agent stays behind with a call that outlived its wait: the server outlives us.
+    pending: std::sync::atomic::AtomicBool,
 }
 
 impl AgentServer {
@@ -85,6 +88,7 @@ impl AgentServer {
                     sock: Some(front),
                     pid: child,
                     batch: Mutex::new(()),
+                    pending: Default::default(),
                 })
             }
         }
@@ -99,9 +103,18 @@ impl AgentServer {
         timeouts: CallTimeouts,
     ) -> Result<Option<Outcome>> {
         match self.send(target, job, timeouts)? {
-            Some(read_end) => outcome_of(target, read_result(read_end)).map(Some),
+            Some(read_end) => outcome_of(target, self.note(read_result(read_end))).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Remember a result whose agent stays behind (see [`Drop`]).
+    fn note(&self, wire: WireResult) -> WireResult {
+        if matches!(&wire, Ok(w) if w.outcome.pending_agent.is_some()) {
+            self.pending
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        wire
     }
 
     /// Hand `job` to the server; returns the pipe its result arrives on (None: the server is
@@ -199,7 +212,7 @@ impl AgentServer {
             }
             if let Some((id, wire)) = parse_tagged(&buf[..n]) {
                 if let Some(slot) = results.get_mut(id as usize).filter(|s| s.is_none()) {
-                    *slot = Some(outcome_of(&jobs[id as usize].0, wire));
+                    *slot = Some(outcome_of(&jobs[id as usize].0, self.note(wire)));
                     in_flight -= 1;
                 }
             }
@@ -219,9 +232,13 @@ impl AgentServer {
 
 impl Drop for AgentServer {
     fn drop(&mut self) {
-        // Closing the socket tells the server to exit once its agents are done.
+        // Closing the socket tells the server to exit once its agents are done. An agent that
+        // stays until the target continues (stopped by job control in our call) or until a slow
+        // call returns must not hold the front end: the server then finishes alone.
         self.sock.take();
-        let _ = nix::sys::wait::waitpid(self.pid, None);
+        if !self.pending.load(std::sync::atomic::Ordering::Relaxed) {
+            let _ = nix::sys::wait::waitpid(self.pid, None);
+        }
     }
 }
 

@@ -7,8 +7,11 @@
 //!
 //! Stops are classified strictly (protocol section 11, items 16 and 17):
 //! * an interrupt-stop is `PTRACE_EVENT_STOP` with `SIGTRAP`;
-//! * a group-stop (job control) is `PTRACE_EVENT_STOP` with a stop signal; it is honoured with
-//!   `PTRACE_LISTEN`, so `kill -STOP` keeps working on the traced thread;
+//! * a group-stop (job control) is `PTRACE_EVENT_STOP` with a stop signal. Waiting for an
+//!   interrupt-stop, it ends the wait at once with [`Error::GroupStopped`] (the thread is in a
+//!   ptrace-stop and nothing was changed: release it with [`Tracee::detach_stopped`]). While the
+//!   thread runs injected code it is honoured with `PTRACE_LISTEN`, so `kill -STOP` keeps working
+//!   on the traced thread, for at most the stop limit ([`Tracee::set_stop_limit`]);
 //! * our breakpoint is a `SIGTRAP` signal-delivery-stop at exactly the expected address;
 //! * every other signal is re-delivered with `PTRACE_CONT(sig)`, so nothing is lost.
 //!
@@ -71,6 +74,8 @@ pub struct Tracee {
     timer: WaitTimer,
     counts: StopCounts,
     attached: bool,
+    /// How long a group-stop may last while we wait for a trap or syscall-stop (None: no bound).
+    stop_limit: Option<Duration>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -89,6 +94,7 @@ impl Tracee {
             timer,
             counts: StopCounts::default(),
             attached: true,
+            stop_limit: None,
             _not_send: PhantomData,
         })
     }
@@ -108,7 +114,15 @@ impl Tracee {
         self.counts
     }
 
-    /// Stop the thread: `PTRACE_INTERRUPT`, then wait (bounded) for the interrupt-stop.
+    /// Bound how long a group-stop (SIGSTOP, Ctrl-Z, a debugger) may hold a wait for a trap or a
+    /// syscall-stop: past it the wait ends with [`Error::GroupStopped`] (`running_injected`), the
+    /// thread still group-stopped and still running our code. None: wait through group-stops.
+    pub fn set_stop_limit(&mut self, limit: Option<Duration>) {
+        self.stop_limit = limit;
+    }
+
+    /// Stop the thread: `PTRACE_INTERRUPT`, then wait (bounded) for the interrupt-stop. A thread
+    /// that is (or goes) group-stopped instead gives [`Error::GroupStopped`] at once.
     pub fn interrupt(&mut self, timeout: Duration) -> Result<()> {
         nptrace::interrupt(Pid::from_raw(self.tid))
             .map_err(|e| ptrace_error(self.pid, self.tid, "PTRACE_INTERRUPT", e))?;
@@ -212,7 +226,11 @@ impl Tracee {
         if !self.attached {
             return Ok(());
         }
-        self.interrupt(timeout)?;
+        match self.interrupt(timeout) {
+            // Both leave the thread in a ptrace-stop, from which it can be detached.
+            Ok(()) | Err(Error::GroupStopped { .. }) => {}
+            Err(e) => return Err(e),
+        }
         self.attached = false;
         nptrace::detach(Pid::from_raw(self.tid), None)
             .map_err(|e| ptrace_error(self.pid, self.tid, "PTRACE_DETACH", e))
@@ -220,8 +238,23 @@ impl Tracee {
 
     /// The classifying wait loop. Returns registers for `Want::Trap`.
     fn wait(&mut self, want: Want, deadline: Option<Instant>, what: &str) -> Result<Option<Regs>> {
+        // Since when the thread is group-stopped (job control) in this wait, if it is.
+        let mut stopped_since: Option<Instant> = None;
         loop {
-            let status = self.wait_raw(deadline, what)?;
+            let stop_deadline = stopped_since.zip(self.stop_limit).map(|(s, l)| s + l);
+            let bound = match (deadline, stop_deadline) {
+                (Some(d), Some(s)) => Some(d.min(s)),
+                (d, s) => d.or(s),
+            };
+            let status = match self.wait_raw(bound, what) {
+                Err(Error::Timeout { .. })
+                    if stop_deadline.is_some_and(|s| Instant::now() >= s) =>
+                {
+                    let limit = self.stop_limit.unwrap_or_default();
+                    return Err(self.group_stopped(true, limit));
+                }
+                r => r?,
+            };
             if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
                 self.attached = false;
                 return Err(Error::TargetDied {
@@ -241,10 +274,17 @@ impl Tracee {
                         return Ok(None);
                     }
                     // A leftover event-stop (e.g. after SIGCONT ended a group-stop): just resume.
+                    stopped_since = None;
                     self.cont(0)?;
+                } else if want == Want::Interrupt {
+                    // Job control stopped the thread before our interrupt-stop: it cannot run
+                    // anything of ours until it is continued, and nothing was changed yet.
+                    self.counts.group_stops += 1;
+                    return Err(self.group_stopped(false, Duration::ZERO));
                 } else {
                     // Group-stop: honour job control, resume tracking when SIGCONT arrives.
                     self.counts.group_stops += 1;
+                    stopped_since.get_or_insert_with(Instant::now);
                     self.listen()?;
                 }
                 continue;
@@ -331,6 +371,15 @@ impl Tracee {
                     })
                 }
             }
+        }
+    }
+
+    fn group_stopped(&self, running_injected: bool, waited: Duration) -> Error {
+        Error::GroupStopped {
+            pid: self.pid,
+            tid: self.tid,
+            running_injected,
+            after_ms: waited.as_millis() as u64,
         }
     }
 

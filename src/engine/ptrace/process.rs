@@ -103,8 +103,31 @@ pub(crate) fn fork_agent() -> Result<nix::unistd::ForkResult> {
     // SAFETY: the child only runs the injection sequence (plain syscalls and heap allocation,
     // which glibc makes fork-safe) and then `_exit`s; it never returns into the caller's code,
     // takes no lock another thread could hold (no logging, no stdio) and never unwinds.
-    unsafe { nix::unistd::fork() }
-        .map_err(|e| Error::io("forking the injection agent", std::io::Error::from(e)))
+    let forked = unsafe { nix::unistd::fork() }
+        .map_err(|e| Error::io("forking the injection agent", std::io::Error::from(e)))?;
+    if forked.is_child() {
+        detach_stdio();
+    }
+    Ok(forked)
+}
+
+/// Point a forked agent's standard streams at /dev/null. It never prints, and an agent that
+/// outlives the front end (it stays until a stopped target continues and our call returns) must
+/// not keep the front end's pipes open: `rocprof-attach ... | tee log` would never see the end.
+fn detach_stdio() {
+    // SAFETY: open and dup2 are async-signal-safe (we may be the child of a threaded process);
+    // the path is a NUL-terminated literal, and the descriptors are ours.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            for fd in 0..=2 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
 }
 
 /// End a forked child at once, without running the parent's atexit handlers or destructors.
