@@ -1,6 +1,8 @@
 //! `rocprof-attach` binary: all logic lives in the library; this only maps the result to an exit code.
 
 fn main() {
+    // A panic is one line and exit code 1 (src/cli/crash.rs); only the binary installs the hook.
+    rocprof_attach::cli::crash::install();
     // Hidden: the injection agent spawned by the rocattach C library (docs/library.md).
     if std::env::args_os().nth(1).as_deref()
         == Some(std::ffi::OsStr::new(

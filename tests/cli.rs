@@ -1,7 +1,9 @@
 //! The built binary on bad command lines: exit code 2, one error line that says how to fix it, and
-//! nothing attached. Plus `--help` content.
+//! nothing attached. Plus `--help` content, and what a reader that closes the pipe early or a
+//! panic looks like (docs/exit-codes.md, "Closed pipes", "Internal errors").
 
 mod common;
+mod rocpd_common;
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -374,4 +376,214 @@ fn help_groups_options_and_teaches() {
     let v = run(&["--version"], &[]);
     assert_eq!(v.code, Some(0));
     assert!(v.stdout.starts_with("rocprof-attach "));
+}
+
+/// How the test's end of a pipe into the binary's stdout behaves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Reader {
+    /// Read everything.
+    All,
+    /// Read the first line, then close the pipe (`| head -1`).
+    FirstLine,
+    /// Closed before the binary starts: its first write fails.
+    Gone,
+    /// No pipe: stdout is /dev/full, where every write fails with ENOSPC.
+    Full,
+}
+
+/// What the binary did: exit code, what the test read of its stdout, all of its stderr.
+struct Piped {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run the binary with a clean environment plus `env`, its stdout a one-page pipe read as `reader`
+/// says. Waits on the pipes and the child in a thread, for at most 60 s (then kills it).
+fn run_piped(args: &[&str], env: &[(&str, &str)], reader: Reader) -> Piped {
+    use std::io::BufRead;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors that we then own.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The smallest pipe (one page), so that long output cannot fit in it before the reader closes.
+    // SAFETY: plain fcntl on a descriptor we own.
+    unsafe { libc::fcntl(wr.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+    let rd = matches!(reader, Reader::All | Reader::FirstLine).then_some(rd);
+    let stdout = match reader {
+        Reader::Full => Stdio::from(std::fs::File::create("/dev/full").expect("/dev/full")),
+        _ => Stdio::from(wr),
+    };
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rocprof-attach");
+    let pid = child.id() as libc::pid_t;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stdout = String::new();
+        if let Some(rd) = rd {
+            let mut r = std::io::BufReader::with_capacity(64, std::fs::File::from(rd));
+            let _ = match reader {
+                Reader::All => r.read_to_string(&mut stdout),
+                _ => r.read_line(&mut stdout),
+            };
+        }
+        let mut stderr = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+        let status = child.wait().expect("wait rocprof-attach");
+        let _ = tx.send(Piped {
+            code: status.code(),
+            stdout,
+            stderr,
+        });
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| {
+            // SAFETY: kill(2) on our own child, not yet reaped (the thread is still waiting on it).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("rocprof-attach {args:?} did not finish within 60 s");
+        })
+}
+
+/// A reader that goes away is no error: exit code 0, nothing on stderr, whether it leaves before
+/// the first write or in the middle of the output.
+fn assert_quiet_when_closed(args: &[&str], first_line: &str) {
+    let all = run_piped(args, &[], Reader::All);
+    assert_eq!(all.code, Some(0), "{args:?}: {}", all.stderr);
+    // More than the pipe and the test's read can hold: the binary is still writing at the close.
+    assert!(
+        all.stdout.len() > 3 * 4096,
+        "{args:?}: output too short to test a closed pipe: {}",
+        all.stdout.len()
+    );
+    for reader in [Reader::FirstLine, Reader::Gone] {
+        let out = run_piped(args, &[], reader);
+        assert_eq!(
+            out.code,
+            Some(0),
+            "{args:?} {reader:?}: stderr {:?}",
+            out.stderr
+        );
+        assert_eq!(out.stderr, "", "{args:?} {reader:?}: stderr");
+        if reader == Reader::FirstLine {
+            assert!(
+                out.stdout.starts_with(first_line),
+                "{args:?}: first line {:?}",
+                out.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn long_help_man_page_and_completions_end_quietly_in_a_closed_pipe() {
+    assert_quiet_when_closed(&["--help"], "Attach AMD's GPU profiler");
+    assert_quiet_when_closed(&["man"], ".ie");
+    assert_quiet_when_closed(&["completions", "bash"], "_rocprof__attach() {");
+}
+
+#[test]
+fn short_outputs_end_quietly_when_the_reader_is_gone() {
+    let tmp = rocpd_common::tempdir();
+    let db = rocpd_common::full_db(&tmp.path().join("a.db"), 1, 1);
+    let db = db.to_str().unwrap();
+    let out_dir = tmp.path().join("out");
+    let out_dir = out_dir.to_str().unwrap();
+    let cases: [&[&str]; 7] = [
+        &["query", "--help"],
+        &["convert", "--help"],
+        &["summary", "--help"],
+        &["-h"],
+        &["--version"],
+        &["summary", "-i", db],
+        &["convert", "-i", db, "-d", out_dir],
+    ];
+    for args in cases {
+        for reader in [Reader::FirstLine, Reader::Gone] {
+            let out = run_piped(args, &[], reader);
+            assert_eq!(
+                out.code,
+                Some(0),
+                "{args:?} {reader:?}: stderr {:?}",
+                out.stderr
+            );
+            assert_eq!(out.stderr, "", "{args:?} {reader:?}: stderr");
+        }
+    }
+    // convert did its work; only the list of files went nowhere.
+    assert!(rocpd_common::listing(std::path::Path::new(out_dir))
+        .iter()
+        .any(|f| f.ends_with(".csv")));
+}
+
+#[test]
+fn query_rows_end_quietly_in_a_closed_pipe() {
+    let tmp = rocpd_common::tempdir();
+    let db = rocpd_common::full_db(&tmp.path().join("a.db"), 1, 1);
+    let db = db.to_str().unwrap();
+    let sql = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 20000) \
+               SELECT x AS row_number, 'some text to make the rows longer' AS filler FROM n";
+    assert_quiet_when_closed(&["query", "-i", db, "--query", sql], "");
+    assert_quiet_when_closed(
+        &["query", "-i", db, "--query", sql, "--format", "csv"],
+        "row_number,filler",
+    );
+}
+
+#[test]
+fn a_full_disk_on_stdout_is_an_error() {
+    for args in [&["--help"][..], &["query", "--help"]] {
+        let out = run_piped(args, &[], Reader::Full);
+        assert_eq!(out.code, Some(1), "{args:?}: {:?}", out.stderr);
+        assert_eq!(
+            out.stderr.trim_end(),
+            "rocprof-attach: error: cannot write to standard output: No space left on device (os error 28)",
+            "{args:?}"
+        );
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_panic_is_one_line_and_exit_code_1() {
+    let env = [("ROCPROF_ATTACH_FAULT_PANIC", "boom\nsecond line")];
+    let out = run_piped(&["--version"], &env, Reader::All);
+    assert_eq!(out.code, Some(1), "stderr {:?}", out.stderr);
+    assert_eq!(out.stdout, "");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {:?}", out.stderr);
+    assert!(
+        lines[0].starts_with("rocprof-attach: internal error: boom second line at src/cli/")
+            && lines[0].ends_with("; please report it"),
+        "{}",
+        lines[0]
+    );
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    // RUST_BACKTRACE=0 asks for none; RUST_BACKTRACE=1 gets the line and then the backtrace.
+    let zero = run_piped(
+        &["--version"],
+        &[env[0], ("RUST_BACKTRACE", "0")],
+        Reader::All,
+    );
+    assert_eq!(zero.stderr.lines().count(), 1, "{:?}", zero.stderr);
+    let bt = run_piped(
+        &["--version"],
+        &[env[0], ("RUST_BACKTRACE", "1")],
+        Reader::All,
+    );
+    assert_eq!(bt.code, Some(1));
+    assert_eq!(bt.stderr.lines().next(), Some(lines[0]));
+    assert!(
+        bt.stderr.lines().count() > 3,
+        "no backtrace: {:?}",
+        bt.stderr
+    );
 }

@@ -12,6 +12,9 @@
 //! The links point at one file, so a process that loads two of the names still has one session
 //! map. The library finds the agent in `../bin` (see [`super::agent`]).
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+use crate::cli::stdio::{errln, out, outln};
 use crate::exit::ExitCode;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -50,10 +53,10 @@ pub fn main(args: &[OsString]) -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind;
             return if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                print!("{}", e.render());
+                out!("{}", e.render());
                 ExitCode::Success
             } else {
-                eprintln!(
+                errln!(
                     "rocprof-attach: error: {}",
                     e.render().to_string().trim_end()
                 );
@@ -64,12 +67,12 @@ pub fn main(args: &[OsString]) -> ExitCode {
     match install(&parsed.prefix, parsed.library.as_deref()) {
         Ok(files) => {
             for f in files {
-                println!("{}", f.display());
+                outln!("{}", f.display());
             }
             ExitCode::Success
         }
         Err(msg) => {
-            eprintln!("rocprof-attach: error: {msg}");
+            errln!("rocprof-attach: error: {msg}");
             ExitCode::Failure
         }
     }

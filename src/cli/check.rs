@@ -6,6 +6,7 @@ use crate::attach::targets::{self, Listing, TargetSelection};
 use crate::attach::Error;
 use crate::cli::json;
 use crate::cli::render::Ui;
+use crate::cli::stdio::{errln, outln};
 use crate::engine::procfs;
 use crate::exit::ExitCode;
 use serde_json::json;
@@ -83,9 +84,9 @@ pub fn run_check(
         match &r {
             Ok(report) => {
                 if !as_json {
-                    println!("rocprof-attach: {report}");
+                    outln!("rocprof-attach: {report}");
                     for note in &report.tool.notes {
-                        println!("rocprof-attach: {note}");
+                        outln!("rocprof-attach: {note}");
                     }
                 }
                 for w in report.warnings.iter().chain(&report.tool.warnings) {
@@ -95,7 +96,7 @@ pub fn run_check(
             Err(e) => {
                 ui.error(e.to_string());
                 if e.exit_code() == ExitCode::PermissionDenied {
-                    eprintln!("{}", preflight::permission_hint(pid));
+                    errln!("{}", preflight::permission_hint(pid));
                 }
                 if worst == ExitCode::Success {
                     worst = e.exit_code();
@@ -189,14 +190,17 @@ pub fn run_list(selection: &TargetSelection, ui: &Ui, verbose: bool, as_json: bo
         return code;
     }
     if !entries.is_empty() || (verbose && !unreadable.is_empty()) {
-        println!(
+        outln!(
             "{:<8} {:<9} {:<12} {:<50} COMMAND",
-            "PID", "LISTENER", "JOB", "ROCPROFILER LIBRARIES"
+            "PID",
+            "LISTENER",
+            "JOB",
+            "ROCPROFILER LIBRARIES"
         );
     }
     for e in &entries {
         let listener = if e.listener { "yes" } else { "no" };
-        println!(
+        outln!(
             "{:<8} {:<9} {:<12} {:<50} {}",
             e.pid,
             listener,
@@ -207,7 +211,7 @@ pub fn run_list(selection: &TargetSelection, ui: &Ui, verbose: bool, as_json: bo
     }
     if verbose {
         for (pid, why) in &unreadable {
-            println!("{pid:<8} {:<9} cannot read: {why}", "?");
+            outln!("{pid:<8} {:<9} cannot read: {why}", "?");
         }
     }
     code

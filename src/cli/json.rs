@@ -6,6 +6,7 @@ use crate::attach::preflight::Report;
 use crate::attach::session::{AttachRequest, SessionReport};
 use crate::attach::targets::{ListEntry, TargetSelection};
 use crate::attach::toolpath::{SdkLibrary, ToolSource};
+use crate::cli::stdio::outln;
 use crate::exit::ExitCode;
 use serde_json::{json, Value};
 
@@ -22,7 +23,7 @@ pub fn print(command: &str, code: ExitCode, mut body: Value) {
         map.insert("exit_code".into(), json!(code.code()));
         map.insert("exit_name".into(), json!(code.name()));
     }
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&body).unwrap_or_else(|_| "{}".into())
     );

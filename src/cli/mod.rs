@@ -8,10 +8,16 @@
 //! * [`early`]: what `main` decides from the raw arguments before parsing them;
 //! * [`json`]: the `--json` documents (docs/json.md);
 //! * [`logging`]: `-v`/`-q`/`ROCPROF_ATTACH_LOG` for the `tracing` diagnostics;
-//! * [`error`]: usage errors and the errors of the layers below, with their exit codes.
+//! * [`error`]: usage errors and the errors of the layers below, with their exit codes;
+//! * [`stdio`]: every write to standard output and error (a closed pipe ends output quietly);
+//! * [`crash`]: the binary's panic hook (one line, exit code 1).
+
+// Printing goes through `stdio`: std's print macros panic when the reader of a pipe goes away.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod args;
 pub mod check;
+pub mod crash;
 pub mod early;
 pub mod error;
 pub mod help;
@@ -20,6 +26,7 @@ pub mod logging;
 pub mod render;
 pub mod rocpd;
 pub mod session;
+pub mod stdio;
 pub mod values;
 
 pub use args::{parse_request, Action, Cli, Command, Invocation};
@@ -31,14 +38,15 @@ use crate::exit::ExitCode;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-/// Parse the process's arguments, run the command, return the process exit code.
+/// Parse the process's arguments, run the command, return the process exit code. A panic
+/// (reported by the hook [`crash::install`] puts in place) returns 1.
 pub fn main() -> i32 {
-    main_with_args(std::env::args_os())
+    stdio::finish(crash::guard(|| run(std::env::args_os()))).code()
 }
 
 /// Print an error the way every error of ours is printed: one line.
 fn print_error(e: &Error) {
-    eprintln!(
+    stdio::errln!(
         "rocprof-attach: error: {}",
         e.to_string().replace('\n', " ")
     );
@@ -50,6 +58,15 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    stdio::finish(run(args)).code()
+}
+
+/// Run the command of a command line; its exit code.
+fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let env = EnvList::from_process();
     let inv = match parse_request(args, &env, &cwd) {
@@ -57,7 +74,7 @@ where
         Err(e) => {
             crate::engine::agent::discard_prestarted();
             print_error(&e);
-            return e.exit_code().code();
+            return e.exit_code();
         }
     };
     if !matches!(inv.action, Action::Attach(_)) {
@@ -67,7 +84,7 @@ where
         Ok(f) => logging::init(f),
         Err(e) => {
             print_error(&e);
-            return e.exit_code().code();
+            return e.exit_code();
         }
     }
     let ui = render::Ui::new(inv.quiet, std::io::stderr().is_terminal());
@@ -76,7 +93,7 @@ where
     }
     let code = match inv.action {
         Action::Print(text) => {
-            print!("{text}");
+            stdio::out!("{text}");
             ExitCode::Success
         }
         Action::Delegate(args) if args.first().is_some_and(|a| a == "install-library") => {
@@ -97,5 +114,5 @@ where
         Action::List(selection) => check::run_list(&selection, &ui, inv.verbose > 0, inv.json),
         Action::Attach(req) => session::run(*req, &ui, inv.json),
     };
-    code.code()
+    code
 }

@@ -6,6 +6,7 @@ use crate::attach::session::{
     join, EndReason, Event, ProcessStatus, SessionReport, Severity, Stage,
 };
 use crate::attach::signals;
+use crate::cli::stdio::{errln, errout};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,20 +55,20 @@ impl Ui {
     /// A progress line (not with `-q`).
     pub fn info(&self, msg: impl AsRef<str>) {
         if !self.quiet {
-            eprintln!("rocprof-attach: {}", msg.as_ref());
+            errln!("rocprof-attach: {}", msg.as_ref());
         }
     }
 
     /// A warning (not with `-q`).
     pub fn warn(&self, msg: impl AsRef<str>) {
         if !self.quiet {
-            eprintln!("rocprof-attach: warning: {}", msg.as_ref());
+            errln!("rocprof-attach: warning: {}", msg.as_ref());
         }
     }
 
     /// An error (always).
     pub fn error(&self, msg: impl AsRef<str>) {
-        eprintln!("rocprof-attach: error: {}", msg.as_ref());
+        errln!("rocprof-attach: error: {}", msg.as_ref());
     }
 
     /// Show one session event.
@@ -100,7 +101,7 @@ impl Ui {
             Event::Failed { message, hint, .. } => {
                 self.error(message);
                 if let Some(h) = hint {
-                    eprintln!("{h}");
+                    errln!("{h}");
                 }
             }
             Event::Attached {
@@ -135,13 +136,13 @@ impl Ui {
             } => self.status(elapsed, remaining, &live),
             Event::Exited { pid } => {
                 if self.line_open.swap(false, Ordering::Relaxed) {
-                    eprintln!();
+                    errln!();
                 }
                 self.warn(format!("process {pid} exited during the session"));
             }
             Event::WaitEnded { reason } => {
                 if self.status_line {
-                    eprint!("\r\x1b[2K");
+                    errout!("\r\x1b[2K");
                     self.line_open.store(false, Ordering::Relaxed);
                 }
                 match reason {
@@ -205,7 +206,7 @@ impl Ui {
             Some(d) => format!(", {:.0} s left", d.as_secs_f64().ceil()),
             None => ", Enter or Ctrl-C to detach".into(),
         };
-        eprint!(
+        errout!(
             "\r\x1b[2Krocprof-attach: profiling {:.0} s{remaining}; attached: {}",
             elapsed.as_secs_f64(),
             join(live)
@@ -233,7 +234,7 @@ pub fn print_files(report: &SessionReport, by_pid: bool) {
     for f in &report.files {
         by_owner.entry(f.pid).or_default().push(f);
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::cli::stdio::stdout();
     let _ = writeln!(
         out,
         "rocprof-attach: wrote {} file{}:",
@@ -265,7 +266,7 @@ pub fn print_table(report: &SessionReport) {
     .filter(|s| count(*s) > 0)
     .map(|s| format!("{} {}", count(s), s.name()))
     .collect();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::cli::stdio::stdout();
     let _ = writeln!(
         out,
         "rocprof-attach: {} processes: {}",

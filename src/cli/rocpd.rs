@@ -1,5 +1,6 @@
 //! The `convert` and `summary` subcommands: the front end of [`crate::rocpd`].
 
+use crate::cli::stdio::{errln, out, outln};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -236,14 +237,14 @@ struct QueryCli {
 
 fn fail(e: &Error) -> ExitCode {
     let msg = e.to_string().replace('\n', " ");
-    eprintln!("rocprof-attach: error: {msg}");
+    errln!("rocprof-attach: error: {msg}");
     e.exit_code()
 }
 
 fn clap_fail(e: clap::Error, sub: &str) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        print!("{}", e.render());
+        out!("{}", e.render());
         return ExitCode::Success;
     }
     let text = e.render().to_string();
@@ -254,7 +255,7 @@ fn clap_fail(e: clap::Error, sub: &str) -> ExitCode {
         .collect();
     let first = first.join(" ");
     let first = first.strip_prefix("error: ").unwrap_or(&first);
-    eprintln!("rocprof-attach: error: {first}; see `rocprof-attach {sub} --help`");
+    errln!("rocprof-attach: error: {first}; see `rocprof-attach {sub} --help`");
     ExitCode::Usage
 }
 
@@ -280,7 +281,7 @@ pub fn main(args: &[OsString]) -> ExitCode {
             Err(e) => clap_fail(e, sub),
         },
         other => {
-            eprintln!("rocprof-attach: error: unknown subcommand '{other}'; expected `convert`, `summary` or `query`");
+            errln!("rocprof-attach: error: unknown subcommand '{other}'; expected `convert`, `summary` or `query`");
             ExitCode::Usage
         }
     }
@@ -302,10 +303,10 @@ fn run_convert(c: ConvertCli) -> ExitCode {
     match convert_with(&c.common.inputs, &formats, &c.out_dir, &c.out_name, &opts) {
         Ok(report) => {
             if report.files.is_empty() {
-                eprintln!("rocprof-attach: the input holds no records; no files written");
+                errln!("rocprof-attach: the input holds no records; no files written");
             }
             for f in &report.files {
-                println!("{}", f.display());
+                outln!("{}", f.display());
             }
             ExitCode::Success
         }
@@ -446,7 +447,7 @@ fn run_summary(c: SummaryCli) -> ExitCode {
                 file.finish()?;
             }
             for f in out.commit()? {
-                eprintln!("rocprof-attach: wrote {}", f.display());
+                errln!("rocprof-attach: wrote {}", f.display());
             }
         }
         if c.json {
@@ -458,18 +459,18 @@ fn run_summary(c: SummaryCli) -> ExitCode {
         } else if formats.contains(&report::Format::Console) {
             for (i, sec) in sections.iter().enumerate() {
                 if sections.len() > 1 {
-                    println!("\n=== {} ===", sec.title);
+                    outln!("\n=== {} ===", sec.title);
                 }
                 let s = &sec.summary;
                 if s.domains.is_empty() {
-                    println!("no kernels, API calls, copies or allocations recorded");
+                    outln!("no kernels, API calls, copies or allocations recorded");
                     continue;
                 }
                 if c.domain_summary {
                     let t = report::summary::tables(s, top, true, "ROCPROFV3 ");
-                    print!("{}", report::console(&t[..1], 60));
+                    out!("{}", report::console(&t[..1], 60));
                 }
-                print!("{}", s.render(top, summary::terminal_width()));
+                out!("{}", s.render(top, summary::terminal_width()));
                 let _ = i;
             }
         }
@@ -500,7 +501,7 @@ fn run_query(c: QueryCli) -> ExitCode {
         match &c.output {
             None => {
                 use std::io::Write;
-                let mut o = std::io::stdout().lock();
+                let mut o = crate::cli::stdio::stdout();
                 let _ = o.write_all(text.as_bytes());
             }
             Some(path) => {
@@ -517,7 +518,7 @@ fn run_query(c: QueryCli) -> ExitCode {
                 f.write_all(text.as_bytes())?;
                 f.finish()?;
                 for p in out.commit()? {
-                    eprintln!("rocprof-attach: wrote {}", p.display());
+                    errln!("rocprof-attach: wrote {}", p.display());
                 }
             }
         }

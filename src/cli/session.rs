@@ -6,6 +6,7 @@ use crate::attach::session::{
 };
 use crate::cli::json;
 use crate::cli::render::{self, Ui};
+use crate::cli::stdio::errln;
 use crate::engine::agent::{Agents, CallTimeouts};
 use crate::engine::ptrace;
 use crate::exit::ExitCode;
@@ -88,7 +89,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         Err(e) => {
             ui.error(e.to_string());
             if let Some(pid) = e.permission_denied_pid() {
-                eprintln!("{}", crate::attach::preflight::permission_hint(pid));
+                errln!("{}", crate::attach::preflight::permission_hint(pid));
             }
             return refused(&e);
         }
@@ -174,7 +175,7 @@ fn print_summary(dbs: &[std::path::PathBuf], ui: &Ui) {
         return;
     }
     let width = crate::rocpd::summary::terminal_width();
-    if let Err(e) = crate::rocpd::write_summary(&mut std::io::stdout().lock(), dbs, 10, width) {
+    if let Err(e) = crate::rocpd::write_summary(&mut crate::cli::stdio::stdout(), dbs, 10, width) {
         ui.warn(format!("summary: {e}"));
     }
 }
