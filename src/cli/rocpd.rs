@@ -216,7 +216,8 @@ struct SummaryCli {
 #[derive(Debug, Parser)]
 #[command(name = "rocprof-attach query", disable_version_flag = true)]
 struct QueryCli {
-    /// rocpd databases (`*_results.db`); their views are unioned (at most 10 databases).
+    /// rocpd databases (`*_results.db`), any number; their views are unioned (past 10, through a
+    /// temporary copy on disk: set TMPDIR for its location).
     #[arg(short = 'i', long = "input", required = true, num_args = 1.., value_name = "DB")]
     inputs: Vec<PathBuf>,
     /// The SQL query whose rows are printed.

@@ -373,6 +373,7 @@ impl<'a> Source<'a> {
 
     /// Runs `sql` and calls `f` on every row.
     fn each(&self, sql: &str, mut f: impl FnMut(&Row) -> Result<()>) -> Result<()> {
+        let _release = self.release_cache_at_end();
         let mut stmt = self.input.conn.prepare(sql).map_err(self.err())?;
         let mut rows = stmt.query([]).map_err(self.err())?;
         while let Some(r) = rows.next().map_err(self.err())? {
@@ -394,9 +395,31 @@ impl<'a> Source<'a> {
         Ok(any)
     }
 
+    /// A guard that hands this source's cached database pages back when dropped (declare it
+    /// before the statements of a scan, so that it drops after them); see [`ReleaseCache`].
+    fn release_cache_at_end(&self) -> ReleaseCache<'_> {
+        ReleaseCache(&self.input.conn)
+    }
+
     /// Whether a row spanning `[start, end]` passes the time window.
     fn keeps(&self, start: i64, end: i64) -> bool {
         self.window.is_none_or(|w| w.keeps(start, end))
+    }
+}
+
+/// Frees the unused page cache of a connection when dropped.
+///
+/// The bundled SQLite is built with `SQLITE_ENABLE_MEMORY_MANAGEMENT`, so every connection's pages
+/// live in one process-wide cache whose capacity is the sum of the connections' (8 MiB each, see
+/// [`Input::open`]): a conversion or summary of N databases would keep up to N × 8 MiB of pages it
+/// has finished with (`summary` of 64 ranks of 5.5 MiB peaked at 403 MiB). Releasing them after
+/// each scan keeps memory flat in the number of databases; a scan that follows re-reads its pages
+/// from the operating system's cache.
+struct ReleaseCache<'c>(&'c Connection);
+
+impl Drop for ReleaseCache<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.release_memory();
     }
 }
 

@@ -204,6 +204,7 @@ impl Source<'_> {
         times: (usize, usize),
         mut f: impl FnMut(&Row, Option<&Event>) -> Result<()>,
     ) -> Result<()> {
+        let _release = self.release_cache_at_end();
         let e = self.err();
         let mut events = EventStatements::prepare(self, message)?;
         let mut lookup = EventLookup::over(events.as_mut());
@@ -238,6 +239,7 @@ impl Source<'_> {
 
     /// Every API call (regions and samples merged), in id (= internal correlation id) order.
     pub fn api_calls(&self, mut f: impl FnMut(&ApiRow) -> Result<()>) -> Result<()> {
+        let _release = self.release_cache_at_end();
         let e = self.err();
         let conn = &self.input.conn;
         let region = match self.table("rocpd_region") {

@@ -5,9 +5,17 @@
 //! the time window applied to regions, samples, dispatches, copies and allocations), and the data
 //! and summary views (`regions`, `kernels`, `memory_copies`, `top_kernels`, …) are created on top,
 //! so the same SQL works on one database or many.
+//!
+//! SQLite attaches at most 10 databases to a connection (a compile-time limit of the bundled
+//! SQLite). Past that, [`merge`] copies the same rows into one private temporary database on disk,
+//! attaching the inputs a group at a time, and the `rocpd_*` views read that copy instead: the
+//! views, their columns and their rows are the same, for any number of databases.
+
+mod merge;
 
 use std::path::{Path, PathBuf};
 
+use rusqlite::limits::Limit;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
@@ -16,9 +24,6 @@ use super::report::{Cell, Table};
 use super::schema;
 use super::window::{self, MaybeWindow, WindowSpec};
 use crate::rocpd::{Error, Result};
-
-/// SQLite's limit on attached databases (compile-time in the bundled SQLite).
-pub const MAX_DATABASES: usize = 10;
 
 /// Percent-encodes a path for an SQLite `file:` URI.
 fn uri(path: &Path) -> String {
@@ -73,18 +78,32 @@ pub fn sql_error(what: &str, e: rusqlite::Error) -> Error {
     }
 }
 
-/// An in-memory connection with every database attached and the rocpd views over them.
+/// An in-memory connection with every database attached and the rocpd views over them. Any
+/// number of databases works: past SQLite's attach limit their rows are copied into a temporary
+/// database first (see [`merge`]).
 pub fn connect(inputs: &[PathBuf], spec: &WindowSpec) -> Result<(Connection, MaybeWindow)> {
-    if inputs.len() > MAX_DATABASES {
-        return Err(Error::usage(format!(
-            "{} databases given; SQLite attaches at most {MAX_DATABASES} at once: query them in groups, or merge them \
-             first (ROCm's `rocpd merge`)",
-            inputs.len()
-        )));
-    }
+    connect_with(inputs, spec, None)
+}
+
+/// The `SELECT` of one process's table `base` in the schema `schema`, with the time window applied
+/// to the tables that have times.
+fn select_from(schema: &str, base: &str, suffix: &str, window: &MaybeWindow) -> String {
+    let filter = match window_on(base) {
+        Some((s, e)) => format!(" WHERE {}", window::sql(window, s, e)),
+        None => String::new(),
+    };
+    format!("SELECT * FROM {schema}.\"{base}{suffix}\"{filter}")
+}
+
+/// [`connect`] with SQLite's attach limit replaced by `max_attached` (tests use it to take the
+/// merged path with a few databases).
+fn connect_with(
+    inputs: &[PathBuf],
+    spec: &WindowSpec,
+    max_attached: Option<usize>,
+) -> Result<(Connection, MaybeWindow)> {
     let dbs = reader::open_all(inputs)?;
-    let sources = reader::all_sources(&dbs)?;
-    let window = spec.resolve(&sources)?;
+    let window = spec.resolve(&reader::all_sources(&dbs)?)?;
     let conn = Connection::open_with_flags(
         ":memory:",
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -93,23 +112,34 @@ pub fn connect(inputs: &[PathBuf], spec: &WindowSpec) -> Result<(Connection, May
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     schema::enable_dqs(&conn)?;
+    let max_attached = match max_attached {
+        Some(n) => n,
+        None => usize::try_from(conn.limit(Limit::SQLITE_LIMIT_ATTACHED)?).unwrap_or(0),
+    };
+    // Per entry of schema::TABLES, the SELECTs the view over that table unions.
     let mut parts: Vec<Vec<String>> = vec![Vec::new(); schema::TABLES.len()];
-    for (i, db) in dbs.iter().enumerate() {
-        conn.execute(&format!("ATTACH DATABASE ?1 AS db{i}"), [uri(&db.path)])
-            .map_err(|e| reader::read_error(&db.path, e))?;
-        for src in db.sources()? {
-            for (t, base) in schema::TABLES.iter().enumerate() {
-                if src.table(base).is_none() {
-                    continue;
+    if dbs.len() <= max_attached {
+        for (i, db) in dbs.iter().enumerate() {
+            conn.execute(&format!("ATTACH DATABASE ?1 AS db{i}"), [uri(&db.path)])
+                .map_err(|e| reader::read_error(&db.path, e))?;
+            for src in db.sources()? {
+                for (t, base) in schema::TABLES.iter().enumerate() {
+                    if src.table(base).is_some() {
+                        parts[t].push(select_from(
+                            &format!("db{i}"),
+                            base,
+                            &src.info.suffix,
+                            &window,
+                        ));
+                    }
                 }
-                let filter = match window_on(base) {
-                    Some((s, e)) => format!(" WHERE {}", window::sql(&window, s, e)),
-                    None => String::new(),
-                };
-                parts[t].push(format!(
-                    "SELECT * FROM db{i}.\"{base}{}\"{filter}",
-                    src.info.suffix
-                ));
+            }
+        }
+    } else {
+        let present = merge::materialise(&conn, dbs, &window, max_attached)?;
+        for (t, base) in schema::TABLES.iter().enumerate() {
+            if present[t] {
+                parts[t].push(format!("SELECT * FROM {}.\"{base}\"", merge::SCHEMA));
             }
         }
     }
@@ -211,3 +241,6 @@ pub fn run(
         rows: out,
     })
 }
+
+#[cfg(test)]
+mod tests;
