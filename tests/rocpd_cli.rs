@@ -284,6 +284,7 @@ fn convert_prints_the_files_it_wrote() {
     assert_eq!(
         listing(&out_dir),
         [
+            "out_agent_info.csv",
             "out_counter_collection.csv",
             "out_hip_api_trace.csv",
             "out_kernel_trace.csv",
@@ -294,6 +295,24 @@ fn convert_prints_the_files_it_wrote() {
             "out_scratch_memory_trace.csv"
         ]
     );
+    // agent_info.csv as rocprofv3 writes it: its 53-column header (output-formats.md, 2.3) and
+    // one row per agent of the database.
+    let info = std::fs::read_to_string(out_dir.join("out_agent_info.csv")).unwrap();
+    let mut lines = info.lines();
+    assert_eq!(
+        lines.next(),
+        Some(concat!(
+            r#""Node_Id","Logical_Node_Id","Agent_Type","Cpu_Cores_Count","Simd_Count","Cpu_Core_Id_Base","Simd_Id_Base","Max_Waves_Per_Simd","Lds_Size_In_Kb","Gds_Size_In_Kb","Num_Gws","Wave_Front_Size","Num_Xcc","Cu_Count","Array_Count","Num_Shader_Banks","Simd_Arrays_Per_Engine","Cu_Per_Simd_Array","Simd_Per_Cu","Max_Slots_Scratch_Cu","Gfx_Target_Version","Vendor_Id","Device_Id","Location_Id","Domain","Drm_Render_Minor","Num_Sdma_Engines","Num_Sdma_Xgmi_Engines","Num_Sdma_Queues_Per_Engine","Num_Cp_Queues","Max_Engine_Clk_Ccompute","Max_Engine_Clk_Fcompute","Sdma_Fw_Version","Fw_Version","Capability","Cu_Per_Engine","Max_Waves_Per_Cu","Family_Id","Workgroup_Max_Size","Grid_Max_Size","Local_Mem_Size","Hive_Id","Gpu_Id","Workgroup_Max_Dim_X","Workgroup_Max_Dim_Y","Workgroup_Max_Dim_Z","Grid_Max_Dim_X","Grid_Max_Dim_Y","Grid_Max_Dim_Z","Name","Vendor_Name","Product_Name","Model_Name""#
+        ))
+    );
+    let agents: i64 = rusqlite::Connection::open(&a)
+        .unwrap()
+        .query_row("SELECT count(*) FROM rocpd_info_agent", [], |r| r.get(0))
+        .unwrap();
+    assert!(agents > 0);
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len() as i64, agents, "{info}");
+    assert!(rows.iter().all(|r| r.split(',').count() == 53), "{info}");
 }
 
 #[test]

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use super::agent_info;
 use super::domain::{lds_block_size, Domain};
 use super::numfmt::{csv_double, Line};
 use super::output::{OutFile, OutputSet};
@@ -57,11 +58,13 @@ impl<'m, 'o> Files<'m, 'o> {
     }
 }
 
-/// The CSV file names (`<name>_<trace>.csv`) a conversion may produce.
+/// The CSV file names (`<name>_<trace>.csv` and `<name>_agent_info.csv`) a conversion may produce.
 pub fn file_names(name: &str) -> Vec<String> {
     Domain::ALL
         .iter()
-        .map(|d| format!("{name}_{}.csv", d.trace_name()))
+        .map(|d| d.trace_name())
+        .chain([agent_info::FILE_SUFFIX])
+        .map(|t| format!("{name}_{t}.csv"))
         .collect()
 }
 
@@ -76,8 +79,10 @@ pub fn write(
     let mut kfiles = Files::new(&shared, name);
     let mut afiles = Files::new(&shared, name);
     let mut rows = 0u64;
+    let mut agents = Vec::new();
     for src in sources {
         let dims = src.dims(opts.agent_index)?;
+        agents.extend(agent_info::rows(dims.agents.values()));
         let second = src.input.reopen()?;
         let (info, window) = (src.info.clone(), src.window());
         let (k, a) = std::thread::scope(|s| {
@@ -106,6 +111,19 @@ pub fn write(
     }
     kfiles.finish()?;
     afiles.finish()?;
+    if !agents.is_empty() {
+        // rocprofv3 writes it beside the traces of every process.
+        let file_name = format!("{name}_{}.csv", agent_info::FILE_SUFFIX);
+        let mut f = shared
+            .lock()
+            .map_err(|_| Error::usage("internal error: output set lock poisoned"))?
+            .create(&file_name)?;
+        f.write_all(&agent_info::header())?;
+        for row in &agents {
+            f.write_all(row)?;
+        }
+        f.finish()?;
+    }
     Ok(rows)
 }
 

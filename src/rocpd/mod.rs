@@ -12,6 +12,7 @@
 //! The `convert` and `summary` subcommands live in the front end (`crate::cli`); nothing here
 //! prints: summaries are written to a given [`std::io::Write`].
 
+pub mod agent_info;
 pub mod csv;
 pub mod domain;
 pub mod error;

@@ -20,6 +20,12 @@ pub struct AgentInfo {
     pub agent_type: String,
     /// Agent name.
     pub name: String,
+    /// Model name (the row's column).
+    pub model_name: String,
+    /// Vendor name (the row's column).
+    pub vendor_name: String,
+    /// Product name (the row's column).
+    pub product_name: String,
     /// rocprofiler agent handle (from the stored agent JSON; the row id if absent).
     pub handle: u64,
     /// The stored agent JSON.
@@ -157,7 +163,7 @@ impl Source<'_> {
         }
         if let Some(t) = self.table("rocpd_info_agent") {
             self.each(
-                &format!("SELECT id, absolute_index, logical_index, type_index, type, name, extdata FROM {t} ORDER BY id"),
+                &format!("SELECT id, absolute_index, logical_index, type_index, type, name, extdata, model_name, vendor_name, product_name FROM {t} ORDER BY id"),
                 |r| {
                     let id = int(r, 0).map_err(&e)?;
                     let mut a = AgentInfo {
@@ -168,6 +174,9 @@ impl Source<'_> {
                         name: text(r, 5).map_err(&e)?,
                         handle: id as u64,
                         extdata: text(r, 6).map_err(&e)?,
+                        model_name: text(r, 7).map_err(&e)?,
+                        vendor_name: text(r, 8).map_err(&e)?,
+                        product_name: text(r, 9).map_err(&e)?,
                         label: String::new(),
                     };
                     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&a.extdata) {
