@@ -247,9 +247,9 @@ fn a_tool_library_that_is_not_a_shared_object_is_refused() {
 fn a_reattach_with_another_tool_is_refused_with_the_tool_to_pass() {
     let t = spawn(TargetOpts::default());
     let out = tempfile::tempdir().unwrap();
-    // Named as rocprofiler-sdk's tool, so that the target's maps show it as the loaded tool.
+    // A name of its own: the loaded tool is found by its exports, not by rocprofv3's file name.
     let named = |dir: &Path| {
-        let p = dir.join("librocprofiler-sdk-tool.so");
+        let p = dir.join("libmy-profiler.so");
         std::fs::copy(tool_lib(), &p).unwrap();
         p
     };
@@ -273,6 +273,13 @@ fn a_reattach_with_another_tool_is_refused_with_the_tool_to_pass() {
             &format!("pass -t {}", canon.display()),
         ],
         "other tool",
+    );
+    // --check sees the loaded tool too.
+    let (code, _, stderr) = rocprof_attach(&["--check", "-p", &pid, "-t", s(&other)], &[]).finish();
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("already loaded the tool library"),
+        "{stderr}"
     );
     assert_untouched(&t, 2, "reattach refused");
 }
