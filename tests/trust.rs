@@ -4,6 +4,7 @@
 //! nothing traces it and it keeps running.
 
 mod common;
+mod prereq;
 
 use common::{records, rocprof_attach, tool_lib, tracer_pid, Target, TargetOpts};
 use nix::sys::signal::{kill, Signal};
@@ -198,8 +199,7 @@ fn output_directories_that_cannot_work_are_refused_before_any_ptrace() {
 
 #[test]
 fn an_output_directory_the_targets_user_cannot_write_is_refused() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to run the target as another user");
+    if !prereq::root("to run the target as another user") {
         return;
     }
     let t = spawn(TargetOpts {
@@ -511,12 +511,8 @@ fn completions_and_man_page_are_generated() {
     }
     let page = dir.path().join("rocprof-attach.1");
     std::fs::write(&page, &man).unwrap();
-    // Render it when a roff formatter is installed: no warnings, the name in the output.
-    let have_groff = std::process::Command::new("groff")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if have_groff {
+    // Render it with groff (groff-base, installed by tests/scripts/ci-deps.sh): no warnings.
+    if prereq::programs(&["groff"], "groff-base") {
         let out = std::process::Command::new("groff")
             .args(["-man", "-Tutf8", "-ww", "-z"])
             .arg(&page)
