@@ -1,16 +1,18 @@
 //! Preflight checks against real processes: each failure is its own error with the fix.
 
 mod common_lookup;
+mod prereq;
 
 use common_lookup::{
-    configure_lib, copy_into, register_lib, start_forking_target, start_target, Proc,
+    attach_tool_lib, configure_lib, copy_into, register_lib, start_forking_target, start_target,
+    Proc,
 };
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use nix::unistd::Pid;
 use rocprof_attach::attach::targets::TargetSelection;
 use rocprof_attach::attach::toolpath::{self, ToolSource};
 use rocprof_attach::attach::Error;
-use rocprof_attach::attach::{preflight, targets};
+use rocprof_attach::attach::{preflight, reattach, targets};
 use rocprof_attach::cli::check;
 use std::path::Path;
 use std::process::Command;
@@ -112,8 +114,10 @@ fn kernel_thread_is_refused() {
         .into_iter()
         .find(|&p| rocprof_attach::engine::procfs::is_kernel_thread(p).unwrap_or(false));
     let Some(pid) = kthread else {
-        eprintln!("no kernel thread visible in this PID namespace; skipping");
-        return;
+        return prereq::missing(
+            "no kernel thread is visible in this PID namespace",
+            "run the tests in the host's PID namespace (a container: docker run --pid=host)",
+        );
     };
     let r = reason(preflight::check(pid, None).unwrap_err());
     assert!(r.contains("kernel thread"), "{r}");
@@ -315,6 +319,54 @@ fn tool_from_the_targets_install() {
     let (target, _) = start_target(&["--listeners", "1", s(&reg), s(&core)], &[]);
     let report = preflight::check(target.pid(), None).expect("attachable");
     assert_eq!(report.tool.source, ToolSource::TargetInstall);
+    assert_eq!(report.tool.string, s(&tool));
+}
+
+#[test]
+fn a_loaded_tool_is_recognised_by_its_attach_export_whatever_its_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = std::fs::canonicalize(dir.path()).expect("canonical");
+    let reg = copy_into(
+        &register_lib(1, &[]),
+        &dir,
+        "librocprofiler-register.so.0.5.0",
+    );
+    // Mapped as an earlier attach leaves it: a tool under a name of its own.
+    let loaded = copy_into(&attach_tool_lib(), &dir.join("first"), "libmy-profiler.so");
+    let other = copy_into(&attach_tool_lib(), &dir.join("second"), "libmy-profiler.so");
+    let (target, _) = start_target(&["--listeners", "1", s(&reg), s(&loaded)], &[]);
+    let pid = target.pid();
+    let r = reason(preflight::check(pid, Some(s(&other))).unwrap_err());
+    assert!(
+        r.contains(&format!("already loaded the tool library {}", s(&loaded))),
+        "{r}"
+    );
+    assert!(r.contains(&format!("Fix: pass -t {}", s(&loaded))), "{r}");
+    // The same file again is a reattach; a bare name is left to the target's loader.
+    preflight::check(pid, Some(s(&loaded))).expect("same tool");
+    preflight::check(pid, Some("libmy-profiler.so")).expect("bare name");
+}
+
+#[test]
+fn an_unrelated_library_is_not_a_loaded_tool() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reg = copy_into(
+        &register_lib(1, &[]),
+        dir.path(),
+        "librocprofiler-register.so.0.5.0",
+    );
+    // Exports rocprofiler_configure (as libtorch_cpu.so does) but not the attach entry point.
+    let torch = copy_into(&configure_lib(), dir.path(), "libtorch_cpu.so");
+    let tool = copy_into(
+        &attach_tool_lib(),
+        &dir.path().join("tools"),
+        "libmy-profiler.so",
+    );
+    let (target, _) = start_target(&["--listeners", "1", s(&reg), s(&torch)], &[]);
+    let pid = target.pid();
+    let maps = rocprof_attach::engine::procfs::maps(pid).expect("maps");
+    assert!(reattach::loaded_tools(pid, &maps).is_empty());
+    let report = preflight::check(pid, Some(s(&tool))).expect("no tool loaded yet");
     assert_eq!(report.tool.string, s(&tool));
 }
 

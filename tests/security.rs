@@ -2,31 +2,17 @@
 //! tool-library override, and refusals that must leave the target untouched.
 //!
 //! The privilege tests need `setcap` (Debian libcap2-bin), `setpriv` and `unshare` (util-linux),
-//! which tests/scripts/test.sh installs; a test skips with a message only when its tool is missing
-//! (or, for the privilege-dropping tests, when the tests do not run as root).
+//! which tests/scripts/ci-deps.sh installs, and root. CI has both, so a missing one fails the test
+//! with what to install or do; `ROCPROF_ATTACH_TEST_ALLOW_SKIP=1` skips it instead, on a machine
+//! that cannot run it (tests/prereq).
 
 mod common;
+mod prereq;
 
 use common::{records, rocprof_attach, tool_lib, Target, TargetOpts};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
-fn skip(why: &str) {
-    eprintln!("SKIPPED: {why}");
-}
 
 /// True if `needle` occurs anywhere in the target's writable memory (read via /proc/PID/mem).
 fn in_target_memory(pid: i32, needle: &[u8]) -> bool {
@@ -145,11 +131,11 @@ fn tracer_of(pid: i32) -> i32 {
 
 #[test]
 fn tool_override_is_ignored_in_secure_execution() {
-    if !have("setcap") || !have("setpriv") {
-        return skip("setcap (libcap2-bin) or setpriv (util-linux) is not installed");
-    }
-    if !is_root() {
-        return skip("needs root to give a file capability and to switch to nobody");
+    if !prereq::programs(&["setcap"], "libcap2-bin")
+        || !prereq::programs(&["setpriv"], "util-linux")
+        || !prereq::root("to give a file capability and to switch to nobody")
+    {
+        return;
     }
     // A copy of rocprof-attach with a file capability runs with AT_SECURE=1 when a user without
     // that capability starts it: the kernel treats it like a setuid program, and so must we.
@@ -161,10 +147,16 @@ fn tool_override_is_ignored_in_secure_execution() {
         .output()
         .unwrap();
     if !set.status.success() {
-        return skip(&format!(
-            "setcap failed here ({}); the filesystem may not support file capabilities",
-            String::from_utf8_lossy(&set.stderr).trim()
-        ));
+        return prereq::missing(
+            &format!(
+                "setcap cap_sys_ptrace+ep {} failed ({})",
+                bin.display(),
+                String::from_utf8_lossy(&set.stderr).trim()
+            ),
+            "run the tests on a filesystem with file capabilities (security.capability extended \
+             attributes: ext4, xfs, btrfs, tmpfs; not overlayfs without xattrs or NFS); the copy is \
+             made under the system temporary directory, so point TMPDIR at such a filesystem",
+        );
     }
     // The target runs as nobody too, so the attacher's only extra privilege is the capability.
     let t = Target::spawn(TargetOpts {
@@ -252,11 +244,10 @@ fn tool_override_is_ignored_in_secure_execution() {
 
 #[test]
 fn unprivileged_attacher_against_another_users_process_is_refused_untouched() {
-    if !have("setpriv") {
-        return skip("setpriv (util-linux) is not installed");
-    }
-    if !is_root() {
-        return skip("needs root to run the target as another user than the attacher");
+    if !prereq::programs(&["setpriv"], "util-linux")
+        || !prereq::root("to run the target as another user than the attacher")
+    {
+        return;
     }
     let dir = public_dir();
     let bin = copy_exec(dir.path(), "rocprof-attach");
@@ -293,11 +284,8 @@ fn unprivileged_attacher_against_another_users_process_is_refused_untouched() {
 
 #[test]
 fn target_outside_our_pid_namespace_is_reported_missing_untouched() {
-    if !have("unshare") {
-        return skip("unshare (util-linux) is not installed");
-    }
-    if !is_root() {
-        return skip("needs root for a new PID namespace");
+    if !prereq::programs(&["unshare"], "util-linux") || !prereq::root("for a new PID namespace") {
+        return;
     }
     let t = Target::spawn(TargetOpts::default());
     // rocprof-attach in a fresh PID namespace with its own /proc: the host PID does not exist
@@ -317,7 +305,11 @@ fn target_outside_our_pid_namespace_is_reported_missing_untouched() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("unshare failed") {
-        return skip(&format!("cannot create a PID namespace here: {stderr}"));
+        return prereq::missing(
+            &format!("cannot create a PID namespace here: {}", stderr.trim()),
+            "run the tests where root may unshare PID and mount namespaces (a container needs \
+             CAP_SYS_ADMIN, e.g. docker run --privileged)",
+        );
     }
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(

@@ -4,6 +4,7 @@
 //! nothing traces it and it keeps running.
 
 mod common;
+mod prereq;
 
 use common::{records, rocprof_attach, tool_lib, tracer_pid, Target, TargetOpts};
 use nix::sys::signal::{kill, Signal};
@@ -198,8 +199,7 @@ fn output_directories_that_cannot_work_are_refused_before_any_ptrace() {
 
 #[test]
 fn an_output_directory_the_targets_user_cannot_write_is_refused() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to run the target as another user");
+    if !prereq::root("to run the target as another user") {
         return;
     }
     let t = spawn(TargetOpts {
@@ -247,9 +247,9 @@ fn a_tool_library_that_is_not_a_shared_object_is_refused() {
 fn a_reattach_with_another_tool_is_refused_with_the_tool_to_pass() {
     let t = spawn(TargetOpts::default());
     let out = tempfile::tempdir().unwrap();
-    // Named as rocprofiler-sdk's tool, so that the target's maps show it as the loaded tool.
+    // A name of its own: the loaded tool is found by its exports, not by rocprofv3's file name.
     let named = |dir: &Path| {
-        let p = dir.join("librocprofiler-sdk-tool.so");
+        let p = dir.join("libmy-profiler.so");
         std::fs::copy(tool_lib(), &p).unwrap();
         p
     };
@@ -273,6 +273,13 @@ fn a_reattach_with_another_tool_is_refused_with_the_tool_to_pass() {
             &format!("pass -t {}", canon.display()),
         ],
         "other tool",
+    );
+    // --check sees the loaded tool too.
+    let (code, _, stderr) = rocprof_attach(&["--check", "-p", &pid, "-t", s(&other)], &[]).finish();
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("already loaded the tool library"),
+        "{stderr}"
     );
     assert_untouched(&t, 2, "reattach refused");
 }
@@ -504,12 +511,8 @@ fn completions_and_man_page_are_generated() {
     }
     let page = dir.path().join("rocprof-attach.1");
     std::fs::write(&page, &man).unwrap();
-    // Render it when a roff formatter is installed: no warnings, the name in the output.
-    let have_groff = std::process::Command::new("groff")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if have_groff {
+    // Render it with groff (groff-base, installed by tests/scripts/ci-deps.sh): no warnings.
+    if prereq::programs(&["groff"], "groff-base") {
         let out = std::process::Command::new("groff")
             .args(["-man", "-Tutf8", "-ww", "-z"])
             .arg(&page)

@@ -3,7 +3,8 @@
 //! * [`targets`]: which processes (explicit PIDs, `--match`, `--job`, `--all`, `--list` rows);
 //! * [`preflight`]: everything checked before any ptrace, with the cause and fix of each refusal;
 //! * [`options`], [`envbuf`], [`toolpath`]: rocprofv3 options to `ROCPROF_*` variables, the wire
-//!   buffer sent to the target, and the tool library it loads;
+//!   buffer sent to the target, and the tool library it loads; [`reattach`]: the tool an earlier
+//!   attach loaded, which a reattach must name again;
 //! * [`session`]: plan, attach, wait, detach, collect — results and events, never printing;
 //! * [`outputs`]: which files the tool wrote; [`signals`]: SIGINT/SIGTERM/SIGHUP as events.
 //!
@@ -14,6 +15,7 @@ pub mod error;
 pub mod options;
 pub mod outputs;
 pub mod preflight;
+pub mod reattach;
 pub mod session;
 pub mod signals;
 pub mod targets;

@@ -93,12 +93,12 @@ pub fn choose_with(
     };
     warnings.append(&mut choice.warnings);
     choice.warnings = warnings;
-    check_reattach(pid, &choice, maps)?;
+    crate::attach::reattach::check_reattach(pid, &choice, maps)?;
     Ok(choice)
 }
 
 /// The target's maps: the ones given, else read now.
-fn maps_of(
+pub(crate) fn maps_of(
     pid: i32,
     given: Option<&[Mapping]>,
 ) -> crate::engine::Result<std::borrow::Cow<'_, [Mapping]>> {
@@ -106,69 +106,6 @@ fn maps_of(
         Some(m) => Ok(std::borrow::Cow::Borrowed(m)),
         None => procfs::maps(pid).map(std::borrow::Cow::Owned),
     }
-}
-
-/// A target that already loaded a tool library (an earlier attach) accepts a reattach only with
-/// the same tool: refuse, before any ptrace, a choice whose absolute entries are all other files
-/// than the mapped tool (compared by device and inode, or by path inside the target's root).
-fn check_reattach(pid: i32, choice: &ToolChoice, given: Option<&[Mapping]>) -> Result<()> {
-    let maps = match maps_of(pid, given) {
-        Ok(m) => m,
-        Err(crate::engine::Error::ProcessGone { pid }) => return Err(Error::ProcessGone { pid }),
-        Err(_) => return Ok(()),
-    };
-    let mapped: Vec<&Mapping> = maps
-        .iter()
-        .filter(|m| m.inode != 0 && !m.deleted)
-        .filter(|m| {
-            m.path.as_deref().is_some_and(|p| {
-                matches!(
-                    classify_library(p.rsplit('/').next().unwrap_or(p)),
-                    Some((SdkKind::Tool, _))
-                )
-            })
-        })
-        .collect();
-    let entries: Vec<&str> = choice
-        .string
-        .split(':')
-        .map(str::trim)
-        .filter(|e| e.starts_with('/'))
-        .collect();
-    let Some(first) = mapped.first() else {
-        return Ok(());
-    };
-    if entries.is_empty() || choice.string.split(':').any(|e| !e.trim().starts_with('/')) {
-        // Names resolved by the target's loader cannot be compared here.
-        return Ok(());
-    }
-    let same = |entry: &str| {
-        let Ok(Some(resolved)) = procfs::resolve_in_root(pid, Path::new(entry)) else {
-            return false;
-        };
-        mapped.iter().any(|m| {
-            let by_path = m.path.as_deref().map(Path::new) == Some(resolved.as_path());
-            let by_id = std::fs::metadata(procfs::in_root(pid, &resolved)).is_ok_and(|meta| {
-                use std::os::unix::fs::MetadataExt;
-                crate::engine::elf::dev_major_minor(meta.dev()) == (m.dev_major, m.dev_minor)
-                    && meta.ino() == m.inode
-            });
-            by_path || by_id
-        })
-    };
-    if entries.iter().any(|e| same(e)) {
-        return Ok(());
-    }
-    let loaded = first.path.as_deref().unwrap_or("?");
-    Err(Error::NotAttachable {
-        pid,
-        reason: format!(
-            "it already loaded the tool library {loaded} in an earlier attach, and a reattach must use the same \
-             tool (rocprofiler-register refuses another one with status 8), but this session would send '{}'. \
-             Fix: pass -t {loaded} (the exact string of the first attach if it was another path to the same file)",
-            choice.string
-        ),
-    })
 }
 
 /// Validate a tool-library string for `pid` (section 5.4, fixed for colon lists).

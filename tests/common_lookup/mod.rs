@@ -80,6 +80,15 @@ pub fn configure_lib() -> PathBuf {
     )
 }
 
+/// An attach tool: exports `rocprofiler_configure` and `rocprofiler_configure_attach`.
+pub fn attach_tool_lib() -> PathBuf {
+    build(
+        "configure.c",
+        "libattach-tool.so",
+        &["-shared", "-fPIC", "-Wl,--build-id", "-DATTACH_TOOL"],
+    )
+}
+
 /// The target program.
 pub fn target_bin() -> PathBuf {
     build("target.c", "target", &["-pthread", "-ldl"])

@@ -6,9 +6,11 @@
 #   g++           cargo-fuzz builds libFuzzer (C++) for the fuzz run (tests/scripts/fuzz.sh)
 #   openmpi-bin   mpirun, for tests/mpi.rs (four ranks of the stand-in target under a real
 #                 launcher, and mpirun as the per-node launcher of rocprof-attach)
-#   libcap2-bin   setcap, for the AT_SECURE test (a copy of rocprof-attach with a file capability)
-#   util-linux    setpriv, unshare and nsenter, for the permission and PID-namespace tests and
-#                 the test cluster's hosts (tests/cluster)
+#   libcap2-bin   setcap, for the AT_SECURE test (a copy of rocprof-attach with a file capability,
+#                 tests/security.rs)
+#   util-linux    setpriv, unshare and nsenter, for the permission and PID-namespace tests
+#                 (tests/security.rs, tests/trust.rs) and the test cluster's hosts (tests/cluster)
+#   groff-base    groff, which renders the generated man page without warnings (tests/trust.rs)
 #   iproute2      `ip netns` and veth links: the test cluster's nodes, one network namespace each
 #   slurm-wlm     slurmctld, slurmd and the client commands (srun, squeue, scancel), and
 #   munge         munged: tests/nodes.rs starts its own Slurm on the test cluster (nothing is
@@ -21,9 +23,12 @@
 #   libopen-trace-format2-dev  the OTF2 library `--features otf2` links (convert -f otf2)
 #   otf2-tools    otf2-print, which reads our OTF2 archives back in tests/rocpd_otf2.rs
 #   chromium      headless Chromium renders the HTML summary in tests/rocpd_report.rs
+#
+# No test skips for a missing program or for not being root (CI runs as root): it fails and names
+# the package (tests/prereq). ROCPROF_ATTACH_TEST_ALLOW_SKIP=1 skips instead, outside CI only.
 set -eu
 
-PACKAGES="gcc g++ libc6-dev openmpi-bin libcap2-bin util-linux iproute2 slurm-wlm munge binutils python3 python3-venv libopen-trace-format2-dev otf2-tools chromium"
+PACKAGES="gcc g++ libc6-dev openmpi-bin libcap2-bin util-linux groff-base iproute2 slurm-wlm munge binutils python3 python3-venv libopen-trace-format2-dev otf2-tools chromium"
 
 missing=""
 for p in $PACKAGES; do
