@@ -727,3 +727,57 @@ fn a_tool_hidden_in_one_targets_mount_namespace_is_refused_for_that_target_alone
     assert!(kinds(&hides).is_empty(), "{stderr}");
     assert_eq!(row(&stdout, sees.pid).unwrap().0, "attached", "{stdout}");
 }
+
+#[test]
+fn list_shows_state_and_whether_each_process_can_be_attached_in_aligned_columns() {
+    let job = unique("liststate");
+    let running = spawn(&[("SLURM_JOB_ID", &job)], None);
+    let stopped = spawn(&[("SLURM_JOB_ID", &job)], None);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(stopped.pid), Signal::SIGSTOP).unwrap();
+    let listener = stopped.listener();
+    wait_until(Duration::from_secs(10), || {
+        common::thread_state(stopped.pid, stopped.pid) == Some('T')
+            && common::thread_state(stopped.pid, listener) == Some('T')
+    });
+    let (code, stdout, stderr) = rocprof_attach(&["--list", "--job", &job, "-v"], &[]).finish();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(stopped.pid), Signal::SIGCONT).unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let header = lines[0];
+    let row = |pid: i32| {
+        *lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{pid} ")))
+            .unwrap_or_else(|| panic!("no row for {pid}: {stdout}"))
+    };
+    let cells = |l: &str| {
+        l.split_whitespace()
+            .take(3)
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        cells(row(running.pid))[1..],
+        ["S".to_string(), "yes".to_string()],
+        "{stdout}"
+    );
+    let r = row(stopped.pid);
+    assert_eq!(cells(r)[1], "T", "{stdout}");
+    assert!(r.contains("no: stopped"), "{stdout}");
+    // -v: the whole reason, with the fix, under the row that says no.
+    let reason = lines[lines.iter().position(|l| *l == r).unwrap() + 1];
+    assert!(
+        reason.contains(&format!("kill -CONT {}", stopped.pid)),
+        "{stdout}"
+    );
+    // Aligned: every row's JOB and COMMAND start under their headers.
+    for col in ["JOB", "COMMAND"] {
+        let at = header.find(col).unwrap();
+        for l in [row(running.pid), r] {
+            assert!(
+                l[..at].ends_with("  ") && !l[at..].starts_with(' '),
+                "{col} misaligned in {l:?}: {stdout}"
+            );
+        }
+    }
+}

@@ -76,6 +76,41 @@ pub struct ListEntry {
     pub command: String,
     /// The job id found in its environment (first of [`JOB_ID_VARIABLES`]), if readable.
     pub job: Option<String>,
+    /// Process state letter (R, S, D, T, t, ...).
+    pub state: char,
+    /// Why this caller cannot attach it (tool aside: `--check` adds the tool), or None.
+    pub refusal: Option<Refusal>,
+}
+
+/// Why `--list` says a process cannot be attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// A word or two for the table: `stopped`, `permission`, `traced`, `no listener`, ...
+    pub short: &'static str,
+    /// The preflight's whole message, with the fix.
+    pub reason: String,
+}
+
+fn refusal(pid: i32, status: Option<&procfs::Status>, listener: bool) -> Option<Refusal> {
+    if let Some(reason) = crate::attach::preflight::ptrace_refusal(pid) {
+        return Some(Refusal {
+            short: "permission",
+            reason,
+        });
+    }
+    let e = crate::attach::preflight::check_attachable(pid).err()?;
+    let short = match e.exit_code() {
+        crate::exit::ExitCode::PermissionDenied => "permission",
+        crate::exit::ExitCode::NoSuchProcess => "exited",
+        _ if status.is_some_and(|s| matches!(s.state, 'T' | 't')) => "stopped",
+        _ if status.is_some_and(|s| s.tracer_pid != 0) => "traced",
+        _ if !listener => "no listener",
+        _ => "see --check",
+    };
+    Some(Refusal {
+        short,
+        reason: e.to_string(),
+    })
 }
 
 /// Processes for an attach session. `Pids` are returned as given (deduplicated); `Match` and `Job`
@@ -105,7 +140,7 @@ pub fn select(selection: &TargetSelection) -> Result<Selection> {
 /// listener, and explicit PIDs that vanished are reported as unreadable.
 pub fn list(selection: &TargetSelection) -> Result<Listing> {
     let TargetSelection::Pids(pids) = selection else {
-        return scan(selection);
+        return scan(selection).map(with_verdicts);
     };
     let mut entries = Vec::new();
     let mut unreadable = Vec::new();
@@ -115,10 +150,10 @@ pub fn list(selection: &TargetSelection) -> Result<Listing> {
             Err(e) => unreadable.push((pid, e.to_string())),
         }
     }
-    Ok(Listing {
+    Ok(with_verdicts(Listing {
         entries,
         unreadable,
-    })
+    }))
 }
 
 fn explicit_pids(pids: &[i32]) -> Result<Vec<i32>> {
@@ -144,13 +179,7 @@ fn entry(pid: i32) -> Result<ListEntry> {
         Err(engine::Error::ProcessGone { pid }) => return Err(Error::ProcessGone { pid }),
         Err(_) => Vec::new(),
     };
-    Ok(ListEntry {
-        pid,
-        listener,
-        libraries,
-        command: command_line(pid),
-        job: job_id(pid),
-    })
+    Ok(row(pid, listener, libraries))
 }
 
 /// Whether a user process is in the selection (errors: its cmdline/environ cannot be read).
@@ -213,13 +242,32 @@ fn rocm_entry(pid: i32) -> Result<Option<ListEntry>> {
     if !listener && !has_kind(&libraries, SdkKind::Register) {
         return Ok(None);
     }
-    Ok(Some(ListEntry {
+    Ok(Some(row(pid, listener, libraries)))
+}
+
+/// A row without its verdict ([`list`] adds it; a session's own preflight decides instead).
+fn row(pid: i32, listener: bool, libraries: Vec<SdkLibrary>) -> ListEntry {
+    ListEntry {
         pid,
         listener,
         libraries,
         command: command_line(pid),
         job: job_id(pid),
-    }))
+        state: procfs::status(pid).map_or('?', |s| s.state),
+        refusal: None,
+    }
+}
+
+/// Add to each row whether this caller can attach it (read-only checks, no tool).
+fn with_verdicts(mut listing: Listing) -> Listing {
+    for e in &mut listing.entries {
+        let status = procfs::status(e.pid).ok();
+        if let Some(s) = &status {
+            e.state = s.state;
+        }
+        e.refusal = refusal(e.pid, status.as_ref(), e.listener);
+    }
+    listing
 }
 
 /// The job id in the environment of `pid`: the first of [`JOB_ID_VARIABLES`] that is set.

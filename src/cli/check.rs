@@ -2,7 +2,7 @@
 
 use crate::attach::preflight::{self, describe_libraries, LISTENER_COMM};
 use crate::attach::session::join;
-use crate::attach::targets::{self, Listing, TargetSelection};
+use crate::attach::targets::{self, ListEntry, Listing, TargetSelection};
 use crate::attach::Error;
 use crate::cli::json;
 use crate::cli::render::Ui;
@@ -190,29 +190,67 @@ pub fn run_list(selection: &TargetSelection, ui: &Ui, verbose: bool, as_json: bo
         return code;
     }
     if !entries.is_empty() || (verbose && !unreadable.is_empty()) {
-        outln!(
-            "{:<8} {:<9} {:<12} {:<50} COMMAND",
-            "PID",
-            "LISTENER",
-            "JOB",
-            "ROCPROFILER LIBRARIES"
-        );
-    }
-    for e in &entries {
-        let listener = if e.listener { "yes" } else { "no" };
-        outln!(
-            "{:<8} {:<9} {:<12} {:<50} {}",
-            e.pid,
-            listener,
-            e.job.as_deref().unwrap_or("-"),
-            describe_libraries(&e.libraries),
-            e.command
-        );
-    }
-    if verbose {
-        for (pid, why) in &unreadable {
-            outln!("{pid:<8} {:<9} cannot read: {why}", "?");
-        }
+        print_list(&entries, &unreadable, verbose);
     }
     code
+}
+
+/// The `--list` table: columns as wide as their widest cell, the command last. ATTACH is "yes"
+/// only when this caller can attach the process (the tool aside: `--check` adds it); -v prints the
+/// full reason under a row that says no.
+fn print_list(entries: &[ListEntry], unreadable: &[(i32, String)], verbose: bool) {
+    let mut rows: Vec<[String; 6]> = vec![[
+        "PID".into(),
+        "STATE".into(),
+        "ATTACH".into(),
+        "JOB".into(),
+        "ROCPROFILER LIBRARIES".into(),
+        "COMMAND".into(),
+    ]];
+    for e in entries {
+        rows.push([
+            e.pid.to_string(),
+            e.state.to_string(),
+            e.refusal
+                .as_ref()
+                .map_or("yes".to_string(), |r| format!("no: {}", r.short)),
+            e.job.clone().unwrap_or_else(|| "-".into()),
+            describe_libraries(&e.libraries),
+            e.command.clone(),
+        ]);
+    }
+    if verbose {
+        for (pid, why) in unreadable {
+            let cannot = format!("cannot read: {why}");
+            rows.push([
+                pid.to_string(),
+                "?".into(),
+                "?".into(),
+                "-".into(),
+                "-".into(),
+                cannot,
+            ]);
+        }
+    }
+    let mut width = [0usize; 5];
+    for r in &rows {
+        for (w, cell) in width.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (w, cell) in width.iter().zip(r) {
+            line.push_str(&format!("{cell:<w$}  "));
+        }
+        line.push_str(&r[5]);
+        outln!("{line}");
+        let refusal = i
+            .checked_sub(1)
+            .and_then(|k| entries.get(k))
+            .and_then(|e| e.refusal.as_ref());
+        if let (true, Some(r)) = (verbose, refusal) {
+            outln!("    {}", r.reason);
+        }
+    }
 }

@@ -62,6 +62,9 @@ pub fn list_entry(e: &ListEntry) -> Value {
     json!({
         "pid": e.pid,
         "listener": e.listener,
+        "state": e.state.to_string(),
+        "attachable": e.refusal.is_none(),
+        "reason": e.refusal.as_ref().map(|r| &r.reason),
         "job": e.job,
         "command": e.command,
         "libraries": e.libraries.iter().map(library).collect::<Vec<_>>(),

@@ -85,6 +85,48 @@ fn namespace_hint(pid: i32) -> Vec<String> {
     out
 }
 
+/// Why the kernel will refuse `PTRACE_SEIZE` of `pid` by this process, when that can be told
+/// without trying: another user's process without CAP_SYS_PTRACE, or Yama's ptrace_scope (1: only
+/// ancestors may trace, unless the target named us with PR_SET_PTRACER, which cannot be read;
+/// 2: CAP_SYS_PTRACE only; 3: nobody). Reading `/proc` is allowed in cases where ptrace is not, so
+/// `--list` needs this to avoid saying "yes" for a process the caller cannot attach.
+pub fn ptrace_refusal(pid: i32) -> Option<String> {
+    let cap = has_cap_sys_ptrace().unwrap_or(false);
+    let scope = read_trimmed("/proc/sys/kernel/yama/ptrace_scope").unwrap_or_default();
+    if scope == "3" {
+        return Some("Yama ptrace_scope is 3: ptrace is disabled until reboot".into());
+    }
+    if cap {
+        return None;
+    }
+    if let Some(h) = uid_hint(pid) {
+        return Some(h);
+    }
+    match scope.as_str() {
+        "2" => Some("Yama ptrace_scope is 2 and rocprof-attach lacks CAP_SYS_PTRACE".into()),
+        "1" if !is_our_descendant(pid) => Some(
+            "Yama ptrace_scope is 1 and the process is not a child of rocprof-attach; run as root, \
+             or `sudo sysctl kernel.yama.ptrace_scope=0`"
+                .into(),
+        ),
+        _ => None,
+    }
+}
+
+/// True when `pid` descends from this process (Yama scope 1 allows tracing it).
+fn is_our_descendant(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    let mut p = pid;
+    for _ in 0..4096 {
+        match procfs::status(p) {
+            Ok(st) if st.ppid == me => return true,
+            Ok(st) if st.ppid > 1 => p = st.ppid,
+            _ => return false,
+        }
+    }
+    false
+}
+
 fn seccomp_hint() -> Option<String> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let mode = status

@@ -14,7 +14,7 @@ pub mod diagnose;
 pub mod hints;
 pub mod output;
 
-pub use hints::permission_hint;
+pub use hints::{permission_hint, ptrace_refusal};
 pub use output::check_output_dir;
 
 /// comm of the target's attach listener thread.
@@ -80,8 +80,50 @@ pub fn check(pid: i32, tool: Option<&str>) -> Result<Report> {
 
 /// [`check`] reusing the clean tool checks of `checks`: a plan over many processes shares one.
 pub fn check_with(pid: i32, tool: Option<&str>, checks: Option<&ToolChecks>) -> Result<Report> {
-    let status = check_process(pid)?;
     let mut warnings = Vec::new();
+    let f = check_process_state(pid, &mut warnings)?;
+    let tool = toolpath::choose_with(pid, tool, toolpath::at_secure(), Some(&f.maps), checks)?;
+    env_warnings(pid, &f.env, &mut warnings);
+    library_warnings(&f.libs, &mut warnings);
+    Ok(Report {
+        pid,
+        listener_tid: f.listener_tid,
+        register_path: f.register.0,
+        register_attach_addr: f.register.1,
+        register_detach_addr: f.register.2,
+        entry: f.entry,
+        attach_library: f.libs.iter().find(|l| l.kind == SdkKind::Attach).cloned(),
+        sdk_libraries: f.libs,
+        environ: f.env.ok(),
+        fs_ids: [f.status.uid[3], f.status.gid[3]],
+        own_pid: f.status.ns_pid.last().copied().unwrap_or(pid),
+        root_id: root_id(pid),
+        tool,
+        warnings,
+        command: command_line(pid),
+    })
+}
+
+/// What [`check_process_state`] found.
+struct Facts {
+    status: procfs::Status,
+    maps: Vec<procfs::Mapping>,
+    env: Result<Vec<(String, String)>, crate::engine::Error>,
+    libs: Vec<SdkLibrary>,
+    listener_tid: i32,
+    register: (String, u64, u64),
+    entry: u64,
+}
+
+/// Whether `pid` itself can be attached, whatever the tool: the process and its listener exist,
+/// may be traced by us, are not traced by another and not stopped, and rocprofiler-register is
+/// mapped. `--list` shows this; a session's preflight adds the tool ([`check_with`]).
+pub fn check_attachable(pid: i32) -> Result<()> {
+    check_process_state(pid, &mut Vec::new()).map(drop)
+}
+
+fn check_process_state(pid: i32, warnings: &mut Vec<String>) -> Result<Facts> {
+    let status = check_process(pid)?;
     let stopped = |state: char| {
         not_attachable(
             pid,
@@ -98,34 +140,22 @@ pub fn check_with(pid: i32, tool: Option<&str>, checks: Option<&ToolChecks>) -> 
     let maps = procfs::maps(pid)?;
     let env = procfs::environ(pid);
     let libs = toolpath::sdk_libraries(&maps);
-    let listener_tid = find_listener(pid, &status, &maps, &libs, env.as_ref().ok(), &mut warnings)?;
+    let listener_tid = find_listener(pid, &status, &maps, &libs, env.as_ref().ok(), warnings)?;
     let listener = procfs::task_status(pid, listener_tid)?;
     check_tracer(pid, Some(listener_tid), listener.tracer_pid)?;
     if matches!(listener.state, 'T' | 't') {
         return Err(stopped(listener.state));
     }
-    let (register_path, register_attach_addr, register_detach_addr) =
-        locate_register(pid, &libs, &maps)?;
+    let register = locate_register(pid, &libs, &maps)?;
     let entry = procfs::at_entry(pid)?;
-    let tool = toolpath::choose_with(pid, tool, toolpath::at_secure(), Some(&maps), checks)?;
-    env_warnings(pid, &env, &mut warnings);
-    library_warnings(&libs, &mut warnings);
-    Ok(Report {
-        pid,
+    Ok(Facts {
+        status,
+        maps,
+        env,
+        libs,
         listener_tid,
-        register_path,
-        register_attach_addr,
-        register_detach_addr,
+        register,
         entry,
-        attach_library: libs.iter().find(|l| l.kind == SdkKind::Attach).cloned(),
-        sdk_libraries: libs,
-        environ: env.ok(),
-        fs_ids: [status.uid[3], status.gid[3]],
-        own_pid: status.ns_pid.last().copied().unwrap_or(pid),
-        root_id: root_id(pid),
-        tool,
-        warnings,
-        command: command_line(pid),
     })
 }
 
