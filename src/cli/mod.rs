@@ -81,7 +81,10 @@ where
         crate::engine::agent::discard_prestarted();
     }
     match logging::filter(inv.verbose, inv.quiet, env.get(logging::LOG_VARIABLE)) {
-        Ok(f) => logging::init(f),
+        Ok(f) => logging::init(
+            f,
+            logging::colour(std::io::stderr().is_terminal(), env.get("NO_COLOR")),
+        ),
         Err(e) => {
             print_error(&e);
             return e.exit_code();
