@@ -24,6 +24,17 @@ pub enum ToolSource {
     Default,
 }
 
+impl ToolSource {
+    /// Where the tool library came from, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ToolSource::Explicit => "given with -t / ROCPROF_ATTACH_TOOL_LIBRARY",
+            ToolSource::TargetInstall => "from the target's rocprofiler-sdk installation",
+            ToolSource::Default => "default, resolved by the target's dynamic loader",
+        }
+    }
+}
+
 /// The tool-library string to send, with what the user should know about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolChoice {

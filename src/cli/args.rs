@@ -11,6 +11,7 @@ use crate::attach::envbuf::EnvList;
 use crate::attach::options::{self, parse_bool, ProfilerOptions, DEFAULT_OUTPUT_FILE};
 use crate::attach::session::{AttachRequest, DEFAULT_PARALLEL};
 use crate::attach::targets::TargetSelection;
+use crate::cli::completions::{self, completions, CompletionShell};
 use crate::cli::error::{Error, Result};
 use crate::cli::help::{
     known_mistake, AFTER_HELP, AFTER_LONG_HELP, COMPLETIONS_EXAMPLES, MAN_EXAMPLES,
@@ -159,7 +160,7 @@ pub enum Command {
         #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
-    /// Print a shell completion script for bash, zsh or fish
+    /// Print a shell completion script for bash, zsh, fish, elvish or PowerShell
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions {
         /// The shell
@@ -169,17 +170,6 @@ pub enum Command {
     /// Print the manual page (roff) on stdout
     #[command(after_help = MAN_EXAMPLES)]
     Man,
-}
-
-/// Shells `completions` writes scripts for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CompletionShell {
-    /// GNU bash
-    Bash,
-    /// Z shell
-    Zsh,
-    /// fish
-    Fish,
 }
 
 /// What to do, as decided from the command line.
@@ -226,6 +216,9 @@ fn condense_clap_error(err: &clap::Error) -> String {
     if let Some(m) = known_mistake(err) {
         return m;
     }
+    if let Some(m) = completions::missing_shell(err) {
+        return m;
+    }
     let text = err.render().to_string();
     let mut parts: Vec<String> = Vec::new();
     for line in text.lines() {
@@ -236,7 +229,15 @@ fn condense_clap_error(err: &clap::Error) -> String {
         if l.starts_with("Usage:") || l.starts_with("For more information") {
             break;
         }
-        parts.push(l.strip_prefix("error: ").unwrap_or(l).to_string());
+        let l = l.strip_prefix("error: ").unwrap_or(l);
+        // "not provided:" and the names it introduces are one part.
+        match parts.last_mut() {
+            Some(last) if last.ends_with(':') => {
+                last.push(' ');
+                last.push_str(l);
+            }
+            _ => parts.push(l.to_string()),
+        }
     }
     let mut msg = parts.join("; ");
     if msg.is_empty() {
@@ -352,19 +353,6 @@ pub fn command() -> clap::Command {
         let everyday = matches!(a.get_id().as_str(), "verbose" | "quiet");
         a.hide_short_help(hide && !everyday)
     })
-}
-
-/// The completion script for `shell`.
-pub fn completions(shell: CompletionShell) -> String {
-    use clap_complete::Shell;
-    let shell = match shell {
-        CompletionShell::Bash => Shell::Bash,
-        CompletionShell::Zsh => Shell::Zsh,
-        CompletionShell::Fish => Shell::Fish,
-    };
-    let mut out = Vec::new();
-    clap_complete::generate(shell, &mut command(), "rocprof-attach", &mut out);
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The manual page (roff).

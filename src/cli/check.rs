@@ -6,7 +6,7 @@ use crate::attach::targets::{self, ListEntry, Listing, TargetSelection};
 use crate::attach::Error;
 use crate::cli::json;
 use crate::cli::render::Ui;
-use crate::cli::stdio::{errln, outln};
+use crate::cli::stdio::outln;
 use crate::engine::procfs;
 use crate::exit::ExitCode;
 use serde_json::json;
@@ -96,7 +96,7 @@ pub fn run_check(
             Err(e) => {
                 ui.error(e.to_string());
                 if e.exit_code() == ExitCode::PermissionDenied {
-                    errln!("{}", preflight::permission_hint(pid));
+                    ui.hint(preflight::permission_hint(pid));
                 }
                 if worst == ExitCode::Success {
                     worst = e.exit_code();

@@ -32,11 +32,33 @@ pub fn filter(verbose: u8, quiet: bool, directives: Option<&str>) -> Result<EnvF
     Ok(EnvFilter::new(level))
 }
 
-/// Install the subscriber for our own logs on stderr.
-pub fn init(filter: EnvFilter) {
+/// Whether our log lines may carry ANSI colours: only when stderr is a terminal and `NO_COLOR`
+/// (<https://no-color.org>) is unset or empty. `-v 2> file` gets plain text.
+pub fn colour(stderr_is_terminal: bool, no_color: Option<&str>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(str::is_empty)
+}
+
+/// Install the subscriber for our own logs on stderr, with ANSI colours when `ansi` is true
+/// (see [`colour`]).
+pub fn init(filter: EnvFilter, ansi: bool) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(ansi)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some("")));
+        assert!(!colour(true, Some("1")));
+        assert!(!colour(false, None));
+        assert!(!colour(false, Some("")));
+    }
 }

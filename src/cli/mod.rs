@@ -5,6 +5,7 @@
 //! * [`render`]: progress lines and warnings from the session's events, the status line, the
 //!   file list and the per-process table;
 //! * [`check`]: `--check` and `--list`; [`rocpd`]: the `convert` and `summary` subcommands;
+//! * [`completions`]: the `completions` subcommand's shells and scripts;
 //! * [`early`]: what `main` decides from the raw arguments before parsing them;
 //! * [`json`]: the `--json` documents (docs/json.md);
 //! * [`logging`]: `-v`/`-q`/`ROCPROF_ATTACH_LOG` for the `tracing` diagnostics;
@@ -17,6 +18,7 @@
 
 pub mod args;
 pub mod check;
+pub mod completions;
 pub mod crash;
 pub mod early;
 pub mod error;
@@ -81,7 +83,10 @@ where
         crate::engine::agent::discard_prestarted();
     }
     match logging::filter(inv.verbose, inv.quiet, env.get(logging::LOG_VARIABLE)) {
-        Ok(f) => logging::init(f),
+        Ok(f) => logging::init(
+            f,
+            logging::colour(std::io::stderr().is_terminal(), env.get("NO_COLOR")),
+        ),
         Err(e) => {
             print_error(&e);
             return e.exit_code();

@@ -7,16 +7,23 @@ use crate::attach::session::{
 };
 use crate::attach::signals;
 use crate::cli::stdio::{errln, errout};
+use crate::exit::ExitCode;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The terminal side of the CLI: what to print, and where.
+///
+/// With `-q` a failing command prints exactly one line, the reason for its exit code: the first
+/// error, or (when the session reported none, e.g. a partial success) its last warning as an
+/// error; later errors and hints are dropped.
 #[derive(Debug)]
 pub struct Ui {
     /// `-q`: errors only on stderr.
     pub quiet: bool,
+    /// An error line has been printed.
+    error_shown: AtomicBool,
     /// stderr is a terminal: show the status line.
     pub status_line: bool,
     /// The status line is on screen (the next line must start on a fresh line).
@@ -46,6 +53,7 @@ impl Ui {
     pub fn new(quiet: bool, status_line: bool) -> Ui {
         Ui {
             quiet,
+            error_shown: AtomicBool::new(false),
             status_line: status_line && !quiet,
             line_open: AtomicBool::new(false),
             sync_output: AtomicBool::new(true),
@@ -66,9 +74,19 @@ impl Ui {
         }
     }
 
-    /// An error (always).
+    /// An error (always; with `-q` only the first one).
     pub fn error(&self, msg: impl AsRef<str>) {
+        if self.error_shown.swap(true, Ordering::Relaxed) && self.quiet {
+            return;
+        }
         errln!("rocprof-attach: error: {}", msg.as_ref());
+    }
+
+    /// A line that follows an error with how to fix it (not with `-q`: one line there).
+    pub fn hint(&self, msg: impl AsRef<str>) {
+        if !self.quiet {
+            errln!("{}", msg.as_ref());
+        }
     }
 
     /// Show one session event.
@@ -101,7 +119,7 @@ impl Ui {
             Event::Failed { message, hint, .. } => {
                 self.error(message);
                 if let Some(h) = hint {
-                    errln!("{h}");
+                    self.hint(h);
                 }
             }
             Event::Attached {
@@ -214,12 +232,26 @@ impl Ui {
         self.line_open.store(true, Ordering::Relaxed);
     }
 
-    /// The session's conclusions on stderr (errors always, warnings unless `-q`).
+    /// The session's conclusions on stderr (errors always, warnings unless `-q`). With `-q`, a
+    /// session that fails without an error line says why in one (see [`Ui`]).
     pub fn messages(&self, report: &SessionReport) {
         for m in &report.messages {
             match m.severity {
                 Severity::Warning => self.warn(&m.text),
                 Severity::Error => self.error(&m.text),
+            }
+        }
+        if self.quiet
+            && report.exit_code != ExitCode::Success
+            && !self.error_shown.load(Ordering::Relaxed)
+        {
+            match report.messages.last() {
+                Some(m) => self.error(&m.text),
+                None => self.error(format!(
+                    "the session ended with exit code {} ({}); run without -q for details",
+                    report.exit_code.code(),
+                    report.exit_code.name()
+                )),
             }
         }
     }

@@ -6,7 +6,6 @@ use crate::attach::session::{
 };
 use crate::cli::json;
 use crate::cli::render::{self, Ui};
-use crate::cli::stdio::errln;
 use crate::engine::agent::{Agents, CallTimeouts};
 use crate::engine::ptrace;
 use crate::exit::ExitCode;
@@ -89,7 +88,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         Err(e) => {
             ui.error(e.to_string());
             if let Some(pid) = e.permission_denied_pid() {
-                errln!("{}", crate::attach::preflight::permission_hint(pid));
+                ui.hint(crate::attach::preflight::permission_hint(pid));
             }
             return refused(&e);
         }

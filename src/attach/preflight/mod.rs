@@ -5,7 +5,7 @@
 //! [`hints`] a refused ptrace).
 
 use crate::attach::error::{Error, Result};
-use crate::attach::toolpath::{self, SdkKind, SdkLibrary, ToolChecks, ToolChoice, ToolSource};
+use crate::attach::toolpath::{self, SdkKind, SdkLibrary, ToolChecks, ToolChoice};
 use crate::engine::elf::RemoteLibrary;
 use crate::engine::procfs::{self, Mapping};
 use std::fmt;
@@ -377,11 +377,7 @@ pub fn describe_libraries(libs: &[SdkLibrary]) -> String {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let source = match self.tool.source {
-            ToolSource::Explicit => "given with -t / ROCPROF_ATTACH_TOOL_LIBRARY",
-            ToolSource::TargetInstall => "from the target's rocprofiler-sdk installation",
-            ToolSource::Default => "default, resolved by the target's dynamic loader",
-        };
+        let source = self.tool.source.describe();
         writeln!(f, "process {} is attachable", self.pid)?;
         writeln!(f, "  command:         {}", self.command)?;
         writeln!(

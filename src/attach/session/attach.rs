@@ -177,8 +177,11 @@ fn attachment(p: &Planned, outcome: Result<Outcome>) -> Result<Attachment> {
 /// The injection's counters and timings, at debug level.
 pub(super) fn log_outcome(pid: i32, call: &str, o: &Outcome) {
     tracing::debug!(
-        "process {pid}: {call} returned {:?} in {} µs (call {} µs, listener stopped {} µs; {} interrupt-stops, {} traps, {} forwarded signals)",
-        o.status,
+        "process {pid}: {call} {} in {} µs (call {} µs, listener stopped {} µs; {} interrupt-stops, {} traps, {} forwarded signals)",
+        match o.status {
+            Some(status) => format!("returned {status}"),
+            None => "did not return".to_string(),
+        },
         o.total_us,
         o.call_us,
         o.stopped_us,

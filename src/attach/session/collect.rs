@@ -130,10 +130,13 @@ impl Collector {
             .collect();
         for f in &files {
             tracing::debug!(
-                "file {} ({} bytes, process {:?})",
+                "file {} ({} bytes, {})",
                 f.path.display(),
                 f.size,
-                f.pid
+                match f.pid {
+                    Some(pid) => format!("process {pid}"),
+                    None => "not attributed to a process".to_string(),
+                }
             );
         }
         let output = outputs::static_prefix(&req.output_dir)

@@ -34,6 +34,19 @@ pub enum EndReason {
     Interrupted,
 }
 
+impl EndReason {
+    /// Why the window ended, in words (for logs): "the duration passed", "SIGINT received".
+    pub fn describe(&self) -> String {
+        match self {
+            EndReason::Enter => "Enter pressed".into(),
+            EndReason::Signal(s) => format!("{} received", crate::attach::signals::name(*s)),
+            EndReason::Duration => "the requested duration passed".into(),
+            EndReason::TargetsExited => "every attached process exited".into(),
+            EndReason::Interrupted => "interrupted while attaching".into(),
+        }
+    }
+}
+
 /// One step of a session, in the order they happen.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "event")]

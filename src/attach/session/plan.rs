@@ -343,7 +343,7 @@ fn plan_inner(
 fn planned(r: &Report, root: i32, events: Events) {
     tracing::info!(
         "plan: process {} (root {root}): listener thread {} ({LISTENER_COMM}); {} at {:#x}, \
-         rocprofiler_register_detach at {:#x} in {}; injection site (AT_ENTRY) {:#x}; tool library {} ({:?})",
+         rocprofiler_register_detach at {:#x} in {}; injection site (AT_ENTRY) {:#x}; tool library {} ({})",
         r.pid,
         r.listener_tid,
         preflight::ATTACH_SYMBOL,
@@ -352,7 +352,7 @@ fn planned(r: &Report, root: i32, events: Events) {
         r.register_path,
         r.entry,
         r.tool.string,
-        r.tool.source,
+        r.tool.source.describe(),
     );
     tracing::debug!("plan: process {}: command {}", r.pid, r.command);
     for l in &r.sdk_libraries {

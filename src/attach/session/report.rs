@@ -309,7 +309,9 @@ pub(super) fn verdict(
     if !still_profiled.is_empty() {
         let n = still_profiled.len();
         messages.push(Message::error(format!(
-            "the profiler may still be active in process{} {}: it was not detached, keeps collecting, and writes              its output under {output} when {} exit{} (not into this session's file list). Fix: if {} stopped,              continue {} with `kill -CONT {}`; let {} finish normally to get the output",
+            "the profiler may still be active in process{} {}: it was not detached, keeps collecting, and \
+             writes its output under {output} when {} exit{} (not into this session's file list). Fix: if {} \
+             stopped, continue {} with `kill -CONT {}`; let {} finish normally to get the output",
             plural(n),
             join(&still_profiled),
             if n == 1 { "it" } else { "they" },
@@ -338,8 +340,8 @@ pub(super) fn verdict(
         if !exited.is_empty() && exited.len() == processes.len() {
             // The specific cause beats the generic "no output" (exit code 7, not 9).
             messages.push(Message::error(format!(
-                "process{} {} exited during the session before the tool wrote any \
-                 output; nothing was written (keep the target running until rocprof-attach has detached)",
+                "process{} {} exited before the tool wrote any output; nothing was written (keep the \
+                 target running until rocprof-attach has detached)",
                 plural(exited.len()),
                 join(&exited)
             )));
@@ -347,7 +349,7 @@ pub(super) fn verdict(
         }
         if !exited.is_empty() {
             messages.push(Message::warning(format!(
-                "process{} {} exited during the session, before the tool could write its output",
+                "process{} {} exited before the tool could write its output",
                 plural(exited.len()),
                 join(&exited)
             )));
@@ -358,7 +360,7 @@ pub(super) fn verdict(
     }
     if !exited.is_empty() {
         messages.push(Message::warning(format!(
-            "process{} {} exited during the session; {} output may be incomplete",
+            "process{} {} exited before rocprof-attach detached; {} output may be incomplete",
             plural(exited.len()),
             join(&exited),
             if exited.len() == 1 { "its" } else { "their" }

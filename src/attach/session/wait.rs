@@ -137,8 +137,9 @@ impl Waiter {
             }
         };
         tracing::info!(
-            "profiling window ended after {:?}: {reason:?}",
-            start.elapsed()
+            "profiling window ended after {:.1} ms: {}",
+            start.elapsed().as_secs_f64() * 1e3,
+            reason.describe()
         );
         events(Event::WaitEnded { reason });
         WaitEnd { reason, exited }
