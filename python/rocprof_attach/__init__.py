@@ -7,10 +7,16 @@ The package ships the ``rocprof-attach`` command and the rocattach C library (a 
   in ROCm's guide "Implementing process attachment tools": ``pid`` defaults to
   ``ROCPROF_ATTACH_PID``, ``attach_library`` (a colon-separated list of tool libraries loaded in
   the target) to ``ROCPROF_ATTACH_TOOL_LIBRARY``, ``duration`` (milliseconds) to
-  ``ROCPROF_ATTACH_DURATION``; without a duration it detaches on Enter or SIGINT.
+  ``ROCPROF_ATTACH_DURATION``; without a duration it detaches on Enter or SIGINT. It returns the
+  detach status as a ``Session`` (an ``int`` that also lists the ``files`` the tool wrote), once
+  the tool has written them, and raises ``AttachError`` (a ``RuntimeError``) with the library's
+  reason when the attach fails.
 * ``attach(pid)`` / ``detach(pid)`` return rocattach status codes (0 is success; see
-  ``status_name``). ``attach(pid, children=True)`` and ``detach(pid, children=True)`` are the tree
+  ``status_name``); ``last_error()`` is the reason the library gave for the last failed call of
+  this thread. ``attach(pid, children=True)`` and ``detach(pid, children=True)`` are the tree
   variants.
+* ``convert``, ``summary`` and ``query`` run the packaged ``rocprof-attach`` command on rocpd
+  databases and return what it wrote; a failure raises ``CommandError`` with its message.
 
 Every ``ROCP*`` variable of this process's environment at call time is sent to the target, as with
 rocprofv3 (e.g. ``os.environ["ROCPROF_KERNEL_TRACE"] = "1"`` before ``attach``).
@@ -18,15 +24,68 @@ rocprofv3 (e.g. ``os.environ["ROCPROF_KERNEL_TRACE"] = "1"`` before ``attach``).
 
 import ctypes
 import glob
+import json as _json
 import os
+import re
+import shutil
 import signal
+import stat
+import subprocess
 import sys
+import sysconfig
+import tempfile
+import threading
 import time
 
-__all__ = ["main", "attach", "detach", "library_path", "status_name", "status_string"]
+__all__ = [
+    "main", "attach", "detach", "last_error", "library_path", "status_name", "status_string",
+    "convert", "summary", "query", "command_path", "Session", "AttachError", "UsageError",
+    "CommandError",
+]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LIBS = {}
+
+
+class UsageError(RuntimeError):
+    """``main()`` was called without a PID, or with a PID or duration that is not a number."""
+
+
+class AttachError(RuntimeError):
+    """The attach in ``main()`` failed: ``status`` is the rocattach code, ``reason`` the library's
+    message (None when its log was silenced with ``ROCATTACH_LOG_LEVEL``)."""
+
+    def __init__(self, message, status, reason=None):
+        RuntimeError.__init__(self, message)
+        self.status = status
+        self.reason = reason
+
+
+class CommandError(RuntimeError):
+    """``rocprof-attach convert``/``summary``/``query`` failed: ``returncode``, ``stderr`` and
+    the command line (``command``) it ran."""
+
+    def __init__(self, command, returncode, stderr):
+        text = stderr.strip() or "no message"
+        RuntimeError.__init__(
+            self, "%s failed with exit status %d: %s" % (" ".join(command[:2]), returncode, text))
+        self.command = command
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class Session(int):
+    """What ``main()`` returns: the detach status (an ``int``, 0 on success) with ``pid``,
+    ``files`` (the files the tool wrote or changed in its output directory during the session, as
+    the target sees their paths, sorted) and ``output_dir`` (the directory searched)."""
+
+    def __new__(cls, status, pid, files, output_dir):
+        self = int.__new__(cls, status)
+        self.status = int(status)
+        self.pid = pid
+        self.files = list(files)
+        self.output_dir = output_dir
+        return self
 
 
 def library_path():
@@ -59,18 +118,79 @@ def _load(path=None):
     return lib
 
 
+# The library reports why a call failed only in its log on stderr (glog-style lines,
+# `E0612 14:03:07.123456 4242 rocattach] ROCATTACH: <message>`, see docs/library.md): its C
+# interface is exactly rocattach's, with no error-string function. Each call therefore runs with
+# file descriptor 2 pointed at a temporary file; the lines are copied to the real stderr as soon
+# as the call returns (so the log still shows as before), and its error lines are kept for
+# last_error(). One call at a time does this (descriptor 2 belongs to the whole process); what
+# other threads write to stderr meanwhile is held back until the call returns, not lost.
+_CAPTURE = threading.Lock()
+_ERRORS = threading.local()
+_LINE = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ rocattach\] ROCATTACH: (.*)$")
+
+
+def _call(fn, pid):
+    with _CAPTURE:
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except Exception:
+                pass
+        try:
+            saved = os.dup(2)
+        except OSError:
+            # No stderr to borrow: the call runs as is, and its reason is unknown.
+            _ERRORS.last = None
+            return int(fn(pid))
+        try:
+            with tempfile.TemporaryFile() as log:
+                os.dup2(log.fileno(), 2)
+                try:
+                    status = int(fn(pid))
+                finally:
+                    os.dup2(saved, 2)
+                log.seek(0)
+                text = log.read()
+        finally:
+            os.close(saved)
+    if text:
+        view = memoryview(text)
+        while view:
+            try:
+                n = os.write(2, view)
+            except OSError:
+                break
+            view = view[n:]
+    errors = []
+    for line in text.decode("utf-8", "replace").splitlines():
+        m = _LINE.match(line)
+        if m and m.group(1) in "EF":
+            errors.append(m.group(2))
+    _ERRORS.last = "\n".join(errors) if status != 0 and errors else None
+    return status
+
+
+def last_error():
+    """The reason the rocattach library logged for the last failed ``attach``/``detach`` of this
+    thread (its error lines, newline-separated), or None: the last call succeeded, or the log was
+    silenced (``ROCATTACH_LOG_LEVEL=fatal`` or ``off``)."""
+    return getattr(_ERRORS, "last", None)
+
+
 def attach(pid, children=False, library=None):
-    """Attach to ``pid`` (and its descendants with ``children=True``); returns the status code."""
+    """Attach to ``pid`` (and its descendants with ``children=True``); returns the status code
+    (``last_error()`` says why when it is not 0)."""
     lib = _load(library)
     fn = lib.rocattach_attach_tree if children else lib.rocattach_attach
-    return int(fn(int(pid)))
+    return _call(fn, int(pid))
 
 
 def detach(pid, children=False, library=None):
     """Detach from ``pid`` (the tree attached with ``children=True``; 0 detaches everything)."""
     lib = _load(library)
     fn = lib.rocattach_detach_tree if children else lib.rocattach_detach
-    return int(fn(int(pid)))
+    return _call(fn, int(pid))
 
 
 def status_name(status, library=None):
@@ -85,10 +205,97 @@ def status_string(status, library=None):
     return text.decode() if text else None
 
 
+# ---------------------------------------------------------------- output files of a session
+# As the command does (src/attach/outputs.rs): a snapshot of the tool's output directory, seen
+# through the target's root (/proc/PID/root, so a target in a container is handled), taken before
+# the attach and compared after the detach; bounded so a huge directory cannot stall main().
+_MAX_DEPTH = 8
+_MAX_ENTRIES = 200000
+
+
+def _output_dir(pid):
+    """(directory as the target sees it, directory to scan here) for the tool's output: the part
+    of ``ROCPROF_OUTPUT_PATH`` before its first ``%...%`` token, a relative one (or none: the
+    tool's default) taken from the target's working directory."""
+    raw = os.environ.get("ROCPROF_OUTPUT_PATH", "").strip()
+    parts = []
+    for c in raw.split("/"):
+        if "%" in c:
+            break
+        parts.append(c)
+    static = "/".join(parts)
+    if not os.path.isabs(static or "."):
+        try:
+            cwd = os.readlink("/proc/%d/cwd" % pid)
+        except OSError:
+            cwd = None
+        if cwd is None:
+            return None, None
+        static = os.path.join(cwd, static) if static else cwd
+    target = os.path.normpath(static or "/")
+    via_proc = "/proc/%d/root%s" % (pid, target)
+    try:
+        os.stat("/proc/%d/root/" % pid)
+        return target, via_proc
+    except OSError:
+        # /proc/PID/root needs ptrace-level access: our own view (the same mount namespace in the
+        # common case).
+        return target, target
+
+
+def _scan(root):
+    files = {}
+    count = [0]
+
+    def walk(d, depth):
+        if depth > _MAX_DEPTH or count[0] >= _MAX_ENTRIES:
+            return
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return
+        for e in entries:
+            count[0] += 1
+            if count[0] >= _MAX_ENTRIES:
+                return
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                walk(e.path, depth + 1)
+            elif stat.S_ISREG(st.st_mode):
+                files[os.path.relpath(e.path, root)] = (st.st_size, st.st_mtime_ns)
+
+    walk(root, 0)
+    return files
+
+
+class _Snapshot(object):
+    def __init__(self, pid):
+        self.target, self.scan_root = _output_dir(pid)
+        self.files = _scan(self.scan_root) if self.scan_root else {}
+
+    def changes(self):
+        if not self.scan_root:
+            return []
+        root = self.scan_root
+        if not os.path.isdir(root) and root != self.target and os.path.isdir(self.target):
+            # The target exited: its root is gone from /proc; our view is the best left.
+            root = self.target
+        now = _scan(root)
+        return sorted(os.path.join(self.target, rel) for rel, meta in now.items()
+                      if self.files.get(rel) != meta)
+
+
 def main(pid=None, attach_library=None, duration=None):
     """Attach to ``pid``, wait ``duration`` ms (or for Enter / SIGINT), detach.
 
-    Returns the detach status (0 on success); raises RuntimeError when the attach fails.
+    Returns a ``Session``: the detach status (an ``int``, 0 on success) with ``files``, the files
+    the tool wrote in its output directory. ``ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC`` is set to 1
+    when unset (as the ``rocprof-attach`` command does), so the tool writes its files before the
+    detach call returns. Raises ``UsageError`` without a usable PID and ``AttachError`` (with the
+    library's reason) when the attach fails; both are ``RuntimeError``.
     """
     if pid is None:
         pid = os.environ.get("ROCPROF_ATTACH_PID") or None
@@ -97,22 +304,29 @@ def main(pid=None, attach_library=None, duration=None):
     if duration is None:
         duration = os.environ.get("ROCPROF_ATTACH_DURATION") or None
     if pid is None:
-        raise RuntimeError("no PID to attach to: pass pid= or set ROCPROF_ATTACH_PID")
+        raise UsageError("no PID to attach to: pass pid= or set ROCPROF_ATTACH_PID")
     try:
         pid = int(pid)
         duration = None if duration is None else int(duration)
     except ValueError as e:
-        raise RuntimeError("invalid PID or duration: %s" % e)
+        raise UsageError("invalid PID or duration: %s" % e)
     if attach_library:
         # Read by the library at call time, and sent to the target with the other ROCP* variables.
         os.environ["ROCPROF_ATTACH_TOOL_LIBRARY"] = attach_library
+    # The tool writes its output before the detach call returns (rocprofv3's default is later,
+    # from a thread of the target): main() then returns with the files complete.
+    if not os.environ.get("ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC", "").strip():
+        os.environ["ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC"] = "1"
     lib = library_path()
     print("rocprof-attach: Attaching to PID %d using library %s" % (pid, lib), flush=True)
+    snapshot = _Snapshot(pid)
     status = attach(pid)
     if status != 0:
-        raise RuntimeError(
-            "Calling attach in %s returned non-zero status %d (%s)" % (lib, status, status_name(status))
-        )
+        reason = last_error()
+        raise AttachError(
+            "Calling attach in %s returned non-zero status %d (%s)%s"
+            % (lib, status, status_name(status), ": " + reason if reason else ""),
+            status, reason)
     print("rocprof-attach: Attaching to PID %d using library %s :: success" % (pid, lib), flush=True)
 
     def finish():
@@ -124,7 +338,7 @@ def main(pid=None, attach_library=None, duration=None):
         else:
             print("rocprof-attach: Detaching from PID %d using library %s :: success" % (pid, lib),
                   flush=True)
-        return st
+        return Session(st, pid, snapshot.changes(), snapshot.target)
 
     previous = signal.getsignal(signal.SIGINT)
 
@@ -149,3 +363,152 @@ def main(pid=None, attach_library=None, duration=None):
         if signal.getsignal(signal.SIGINT) is on_sigint:
             signal.signal(signal.SIGINT, previous)
     return finish()
+
+
+# ---------------------------------------------------------------- convert, summary, query
+def command_path():
+    """Path of the packaged ``rocprof-attach`` command: next to this Python (a venv's bin/), in
+    the install scheme's scripts directory, in ``sys.prefix``/bin, else on ``PATH``."""
+    name = "rocprof-attach"
+    dirs = [os.path.dirname(os.path.abspath(sys.executable)), sysconfig.get_path("scripts"),
+            os.path.join(sys.prefix, "bin")]
+    for d in dirs:
+        if d:
+            p = os.path.join(d, name)
+            if os.path.isfile(p) and os.access(p, os.X_OK):
+                return p
+    found = shutil.which(name)
+    if found:
+        return found
+    raise RuntimeError(
+        "the rocprof-attach command was not found next to %s, in %s or on PATH: reinstall the "
+        "package (`pip install .` from a rocprof-attach checkout)"
+        % (sys.executable, ", ".join(d for d in dirs[1:] if d)))
+
+
+def _inputs(inputs):
+    if isinstance(inputs, (str, bytes)) or hasattr(inputs, "__fspath__"):
+        inputs = [inputs]
+    out = [os.fsdecode(os.fspath(i)) for i in inputs]
+    if not out:
+        raise ValueError("no input database given")
+    return out
+
+
+def _options(options):
+    """Keyword arguments as command-line options: ``top=25`` is ``--top 25``, ``stats=True`` is
+    ``--stats``, False or None leaves the option out, a list gives several values."""
+    args = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, (list, tuple)):
+            args.append(flag)
+            args.extend(str(v) for v in value)
+        else:
+            args.extend([flag, os.fsdecode(os.fspath(value)) if hasattr(value, "__fspath__")
+                         else str(value)])
+    return args
+
+
+class Output(str):
+    """What ``summary`` and ``query`` printed (a ``str``), with ``files`` (the files the command
+    wrote) and ``stderr``."""
+
+    def __new__(cls, text, files, stderr):
+        self = str.__new__(cls, text)
+        self.files = files
+        self.stderr = stderr
+        return self
+
+
+def _run(sub, args):
+    command = [command_path(), sub] + args
+    proc = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True)
+    if proc.returncode != 0:
+        raise CommandError(command, proc.returncode, proc.stderr)
+    wrote = [line[len("rocprof-attach: wrote "):] for line in proc.stderr.splitlines()
+             if line.startswith("rocprof-attach: wrote ")]
+    return proc, wrote
+
+
+def _formats(formats):
+    if formats is None:
+        return []
+    if isinstance(formats, str):
+        formats = formats.replace(",", " ").split()
+    return list(formats)
+
+
+def convert(inputs, formats=None, output_dir=None, output_name=None, **options):
+    """``rocprof-attach convert``: rocpd databases to CSV (default), JSON, Perfetto or OTF2 files.
+
+    ``inputs``: one path or a list (several are merged); ``formats``: a list or a string
+    (``"csv json"``); ``output_dir`` (default ``./rocpd-output-data``), ``output_name`` (file
+    prefix, default ``out``); other options as keywords (``stats=True``, ``start="25%"``,
+    ``kernel_rename=True``, ``agent_index_value="absolute"``, ...). Returns the paths written (an
+    empty list when the input holds no records); raises ``CommandError`` on failure.
+    """
+    args = ["--input"] + _inputs(inputs)
+    fmts = _formats(formats)
+    if fmts:
+        args += ["--output-format"] + fmts
+    if output_dir is not None:
+        args += ["--output-path", os.fsdecode(os.fspath(output_dir))]
+    if output_name is not None:
+        args += ["--output-file", str(output_name)]
+    proc, _ = _run("convert", args + _options(options))
+    return [line for line in proc.stdout.splitlines() if line]
+
+
+def summary(inputs, formats=None, output_dir=None, output_name=None, json=False, **options):
+    """``rocprof-attach summary``: per-kernel, per-API and per-domain statistics.
+
+    Returns the tables as printed (``formats`` default ``console``), as an ``Output`` string
+    whose ``files`` lists what file formats (``"csv"``, ``"json"``, ``"md"``, ``"html"``) wrote
+    under ``output_dir``; with ``json=True``, the parsed JSON document (docs/json.md). Other
+    options as keywords (``top=25``, ``domain_summary=True``, ``summary_by_rank=True``, ...).
+    """
+    args = ["--input"] + _inputs(inputs)
+    fmts = _formats(formats)
+    if fmts:
+        args += ["--format"] + fmts
+    if output_dir is not None:
+        args += ["--output-path", os.fsdecode(os.fspath(output_dir))]
+    if output_name is not None:
+        args += ["--output-file", str(output_name)]
+    if json:
+        args.append("--json")
+    proc, wrote = _run("summary", args + _options(options))
+    if json:
+        return _json.loads(proc.stdout)
+    return Output(proc.stdout, wrote, proc.stderr)
+
+
+def query(inputs, sql=None, format=None, output_file=None, script=None, **options):
+    """``rocprof-attach query``: SQL over the rocpd views of one or many databases.
+
+    Without ``format``, returns the rows as a list of dicts; with ``format`` (``"console"``,
+    ``"csv"``, ``"json"``, ``"md"``, ``"html"``), the text as printed (an ``Output`` string).
+    ``output_file`` writes the result there instead (returns an ``Output`` with ``files``);
+    ``script`` is a file of SQL statements run first. Window options as keywords
+    (``start="25%"``, ``end_marker="step"``, ``inclusive=True``).
+    """
+    if sql is None and script is None:
+        raise ValueError("pass sql= or script=")
+    args = ["--input"] + _inputs(inputs)
+    if sql is not None:
+        args += ["--query", sql]
+    if script is not None:
+        args += ["--script", os.fsdecode(os.fspath(script))]
+    args += ["--format", format or "json"]
+    if output_file is not None:
+        args += ["--output-file", os.fsdecode(os.fspath(output_file))]
+    proc, wrote = _run("query", args + _options(options))
+    if format is None and output_file is None:
+        return _json.loads(proc.stdout)
+    return Output(proc.stdout, wrote, proc.stderr)

@@ -10,7 +10,7 @@ use super::agent::{self, ExecInjector};
 use super::log::Log;
 use super::status::{self, Status};
 use crate::attach::envbuf::EnvList;
-use crate::attach::preflight::LISTENER_COMM;
+use crate::attach::preflight::{self, LISTENER_COMM};
 use crate::attach::session::{self, Attachment, Event, Plan};
 use crate::attach::toolpath::{self, DEFAULT_TOOL};
 use crate::attach::Error;
@@ -131,10 +131,12 @@ fn tool_string(log: &Log) -> Result<String, Status> {
 
 /// Checks that need no ptrace, in rocattach's order: the tool string inside the target's root
 /// (absolute entries must exist and be regular ELF files: [`toolpath::validate`]), then the
-/// listener.
+/// listener. A path that could not be checked is not reported here: the plan's preflight
+/// reports it again, after the access checks (as the CLI does), so a refused `/proc` read shows
+/// as what it is rather than as a warning about the tool.
 fn precheck(pid: i32, tool: &str, log: &Log) -> Result<(), Status> {
     let fail = |e: Error| {
-        log.error(&e.to_string());
+        log_error(log, &e);
         match e {
             Error::NotAttachable { .. } => Status::InvalidArgument,
             e => status::of_error(&e),
@@ -143,21 +145,41 @@ fn precheck(pid: i32, tool: &str, log: &Log) -> Result<(), Status> {
     if !procfs::proc_dir(pid).exists() {
         return Err(fail(Error::ProcessGone { pid }));
     }
-    let (warnings, _) = toolpath::validate(pid, tool).map_err(fail)?;
-    for w in warnings {
-        log.warn(&w);
-    }
+    toolpath::validate(pid, tool).map_err(fail)?;
     match procfs::threads_named(pid, LISTENER_COMM) {
-        Ok(t) if t.is_empty() => {
-            log.error(&format!(
-                "Cannot attach to process {pid}: '{LISTENER_COMM}' thread not found. Start the target with \
-                 ROCP_TOOL_ATTACH=1, or use a rocprofiler-register build configured with \
-                 ROCPROFILER_REGISTER_BUILD_DEFAULT_ATTACHMENT=ON."
-            ));
-            Err(Status::Error)
-        }
+        Ok(t) if t.is_empty() => no_listener(pid, tool, log),
         Ok(_) => Ok(()),
         Err(e) => Err(fail(e.into())),
+    }
+}
+
+/// No listener thread was seen: the attach layer's preflight (the CLI's) says why. A process
+/// whose `/proc` files we may not read is a permission problem (status 5, with the CLI's message
+/// and fix), one that vanished is 6; a process that really has no listener is rocattach's 1,
+/// with the CLI's diagnosis (not started with `ROCP_TOOL_ATTACH=1`, a fork without exec, a
+/// `rocprofiler_configure` export, ...). A listener that started meanwhile goes on to the plan.
+fn no_listener(pid: i32, tool: &str, log: &Log) -> Result<(), Status> {
+    match preflight::check(pid, Some(tool)) {
+        Ok(_) => Ok(()),
+        Err(e @ Error::NotAttachable { .. }) => {
+            log.error(&e.to_string());
+            Err(Status::Error)
+        }
+        Err(e) => {
+            log_error(log, &e);
+            Err(status::of_error(&e))
+        }
+    }
+}
+
+/// An error line, and the CLI's permission hints (Yama, capabilities, containers) when the
+/// kernel refused us.
+fn log_error(log: &Log, e: &Error) {
+    log.error(&e.to_string());
+    if let Some(pid) = e.permission_denied_pid() {
+        for line in preflight::permission_hint(pid).lines() {
+            log.error(line.strip_prefix("rocprof-attach: ").unwrap_or(line));
+        }
     }
 }
 
@@ -213,13 +235,13 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
     let mut plan = match session::plan_roots(&[pid], tree, Some(tool), 1, &on_event) {
         Ok(p) => p,
         Err(e) => {
-            log.error(&e.to_string());
+            log_error(log, &e);
             return status::of_error(&e);
         }
     };
     let mut last = Status::Success;
     for f in &plan.failures {
-        log.error(&f.error.to_string());
+        log_error(log, &f.error);
         last = status::of_error(&f.error);
     }
     // Descendants that already have a session (or a call in flight) fail with 2.
@@ -246,7 +268,7 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
         &|| false,
     );
     for f in &out.failures {
-        log.error(&f.error.to_string());
+        log_error(log, &f.error);
         if f.pid == pid {
             // The root is mandatory: its failure is the call's status, nothing else was tried.
             return status::of_error(&f.error);
