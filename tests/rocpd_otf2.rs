@@ -1,21 +1,25 @@
 //! `convert -f otf2` through the OTF2 library: the archive is read back with `otf2-print`
 //! (Debian otf2-tools) and its locations, regions and Enter/Leave counts compared with the
-//! database. Without the `otf2` feature, `-f otf2` is a one-line error naming the fix.
+//! database. OTF2 is built in wherever the library is installed (no feature flag); in a build
+//! without it, `-f otf2` is a one-line error naming the fix.
 
 mod rocpd_common;
 
-#[cfg(feature = "otf2")]
+#[cfg(have_otf2)]
 use std::collections::BTreeMap;
-#[cfg(feature = "otf2")]
 use std::path::Path;
-#[cfg(feature = "otf2")]
 use std::process::Command;
 
 use rocpd_common::*;
 
 /// `otf2-print` of an archive: (ENTER count per region name, LEAVE count, location names).
-#[cfg(feature = "otf2")]
-fn read_back(anchor: &Path) -> (BTreeMap<String, usize>, usize, Vec<String>) {
+fn read_back(
+    anchor: &Path,
+) -> (
+    std::collections::BTreeMap<String, usize>,
+    usize,
+    Vec<String>,
+) {
     let out = Command::new("otf2-print")
         .arg(anchor)
         .output()
@@ -26,7 +30,7 @@ fn read_back(anchor: &Path) -> (BTreeMap<String, usize>, usize, Vec<String>) {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut enters = BTreeMap::new();
+    let mut enters = std::collections::BTreeMap::new();
     let mut leaves = 0;
     for l in text.lines() {
         if l.starts_with("ENTER") || l.starts_with("LEAVE") {
@@ -59,7 +63,7 @@ fn read_back(anchor: &Path) -> (BTreeMap<String, usize>, usize, Vec<String>) {
     (enters, leaves, locations)
 }
 
-#[cfg(feature = "otf2")]
+#[cfg(have_otf2)]
 #[test]
 fn archive_reads_back_with_the_databases_events() {
     let dir = tempdir();
@@ -98,7 +102,7 @@ fn archive_reads_back_with_the_databases_events() {
 /// A location with more events than one chunk holds is written to its file while it is still
 /// open (memory stays at one chunk per location, not the whole location's events), and the
 /// archive still reads back whole.
-#[cfg(feature = "otf2")]
+#[cfg(have_otf2)]
 #[test]
 fn a_long_location_is_flushed_to_its_file_while_open_and_reads_back_whole() {
     use rocprof_otf2::{Archive, GroupType, LocationType, Paradigm, RegionRole, FILE_BUFFER};
@@ -148,9 +152,9 @@ fn a_long_location_is_flushed_to_its_file_while_open_and_reads_back_whole() {
     assert_eq!(locations, ["Thread 1"]);
 }
 
-#[cfg(not(feature = "otf2"))]
+#[cfg(not(have_otf2))]
 #[test]
-fn without_the_feature_otf2_is_a_clear_error() {
+fn without_otf2_in_the_build_it_is_a_clear_error() {
     let dir = tempdir();
     let db = full_db(&dir.path().join("a.db"), 4242, 1);
     let out = run(&[
@@ -165,6 +169,80 @@ fn without_the_feature_otf2_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("--features otf2"), "{err}");
+    assert!(
+        err.contains("apt-get install libopen-trace-format2-dev"),
+        "{err}"
+    );
+    assert!(err.contains("ROCPROF_ATTACH_OTF2=on"), "{err}");
+    assert!(err.contains(rocprof_otf2::BUILD_NOTE), "{err}");
     assert!(!dir.path().join("o").join("out_results.otf2").exists());
+}
+
+/// The message a build without OTF2 gives (compiled in every build, so checked here too): one
+/// line with why, the package to install, the upstream source and the rebuild command.
+#[test]
+fn the_message_of_a_build_without_otf2_says_how_to_get_it() {
+    let m = rocprof_attach::rocpd::otf2::missing_message("the OTF2 library was not found (x)");
+    assert_eq!(m.lines().count(), 1, "{m}");
+    for want in [
+        "built without OTF2 support (the OTF2 library was not found (x))",
+        "apt-get install libopen-trace-format2-dev",
+        "https://www.vi-hps.org/projects/score-p",
+        "pkg-config otf2",
+        "ROCPROF_ATTACH_OTF2=on cargo install --path .",
+        "pip install .",
+    ] {
+        assert!(m.contains(want), "{want:?} not in {m}");
+    }
+}
+
+/// Whether the OTF2 library and its headers are installed here, found as the build script looks
+/// for them (pkg-config, otf2-config, the Debian paths).
+fn otf2_installed() -> bool {
+    let ok = |cmd: &str, args: &[&str]| {
+        Command::new(cmd)
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    ok("pkg-config", &["--exists", "otf2"])
+        || ok("otf2-config", &["--libs"])
+        || Path::new("/usr/include/otf2/otf2.h").exists()
+}
+
+/// OTF2 is on by default: wherever the library is installed, a build without feature flags (the
+/// suite runs without `--features otf2`, as `cargo install --path .` and `pip install .` build)
+/// converts to OTF2 with the real binary, and `otf2-print` reads the archive back. Only an
+/// explicit ROCPROF_ATTACH_OTF2=off, or a static build without the library's static archive,
+/// may leave it out, and the build then says why.
+#[test]
+fn a_default_build_converts_to_otf2_wherever_the_library_is_installed() {
+    if !otf2_installed() {
+        eprintln!("skipped: the OTF2 library is not installed here");
+        return;
+    }
+    if !rocprof_otf2::AVAILABLE {
+        let note = rocprof_otf2::BUILD_NOTE;
+        assert!(
+            note.contains("ROCPROF_ATTACH_OTF2=off") || note.contains("crt-static"),
+            "the OTF2 library is installed but this build left it out: {note}"
+        );
+        return;
+    }
+    assert_eq!(
+        cfg!(have_otf2),
+        rocprof_otf2::AVAILABLE,
+        "rocprof-otf2 has it, so rocprof-attach must"
+    );
+    let dir = tempdir();
+    let db = full_db(&dir.path().join("a.db"), 4242, 1);
+    let out = dir.path().join("out");
+    convert(&[&db], &out, &["otf2"], &[]);
+    let (enters, leaves, locations) = read_back(&out.join("out_results.otf2"));
+    assert_eq!(enters.get("hipLaunchKernel"), Some(&3), "{enters:?}");
+    assert_eq!(leaves, enters.values().sum::<usize>());
+    assert!(
+        locations.iter().any(|l| l == "Thread 4242"),
+        "{locations:?}"
+    );
 }

@@ -23,7 +23,7 @@ enum Format {
     #[value(alias = "perfetto")]
     Pftrace,
     /// An OTF2 archive, `<name>_results.otf2` (Vampir, Score-P tools); needs a build with the
-    /// `otf2` feature.
+    /// OTF2 library (built in wherever it was installed).
     Otf2,
 }
 

@@ -20,7 +20,7 @@
 #                 fresh venv (tests/scripts/python-venv.sh, tests/python.rs); and a virtual
 #                 environment (target/ci-venv) with PyPI's `perfetto` and `protobuf`, whose
 #                 generated Perfetto protos decode our .pftrace files in tests/rocpd_pftrace.rs
-#   libopen-trace-format2-dev  the OTF2 library `--features otf2` links (convert -f otf2)
+#   libopen-trace-format2-dev  the OTF2 library the default build finds and links (convert -f otf2)
 #   otf2-tools    otf2-print, which reads our OTF2 archives back in tests/rocpd_otf2.rs
 #   chromium      headless Chromium renders the HTML summary in tests/rocpd_report.rs
 #

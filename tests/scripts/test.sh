@@ -17,9 +17,11 @@ venv="$PWD/target/tmp/python-venv"
 tests/scripts/python-venv.sh "$venv"
 
 status=0
-cargo nextest run --features fault-injection,otf2 --no-fail-fast "$@" || status=$?
+# No `otf2` feature: OTF2 is built in because ci-deps.sh installed the library, and
+# tests/rocpd_otf2.rs fails if this default build left it out.
+cargo nextest run --features fault-injection --no-fail-fast "$@" || status=$?
 ROCPROF_ATTACH_TEST_VENV="$venv" \
-  cargo nextest run --features fault-injection,otf2 --run-ignored only -E 'binary(python)' || status=$?
+  cargo nextest run --features fault-injection --run-ignored only -E 'binary(python)' || status=$?
 if [ "${FUZZ_SECONDS:-60}" != 0 ]; then
   tests/scripts/fuzz.sh "${FUZZ_SECONDS:-60}" || status=1
 fi

@@ -266,7 +266,7 @@ fn missing_formats(req: &AttachRequest, files: &[FileReport]) -> Option<String> 
         .any(|f| is_format(&f.path, OutputFormat::Rocpd));
     let why = if have_db {
         "converting the rocpd database to it failed (see the warning above; otf2 needs a build with \
-         `--features otf2`)"
+         the OTF2 library)"
     } else {
         "there is no rocpd database to convert it from"
     };

@@ -1,7 +1,8 @@
 //! rocpd → OTF2 archive (`<name>_results.otf2` + `.def` + event directory) through the real OTF2
-//! library (Debian's libopen-trace-format2-dev), behind the `otf2` cargo feature.
+//! library (Debian's libopen-trace-format2-dev), built wherever the build finds the library
+//! (`cfg(have_otf2)`, set by src/build.rs from src/rocpd/otf2/sys/build.rs).
 
-#[cfg(feature = "otf2")]
+#[cfg(have_otf2)]
 mod archive;
 
 use super::output::OutputSet;
@@ -30,14 +31,25 @@ pub fn file_names(name: &str) -> Vec<String> {
 
 /// Fails with the build instructions when this binary was built without OTF2 support.
 pub fn check_available() -> Result<()> {
-    if cfg!(feature = "otf2") {
+    if cfg!(have_otf2) {
         Ok(())
     } else {
-        Err(Error::usage(
-            "this rocprof-attach was built without OTF2 support; install the OTF2 library (Debian/Ubuntu: \
-             apt-get install libopen-trace-format2-dev) and rebuild with `cargo build --release --features otf2`",
-        ))
+        Err(Error::usage(missing_message(rocprof_otf2::BUILD_NOTE)))
     }
+}
+
+/// The one-line error of `-f otf2` in a build without OTF2: why (`note`, the build script's
+/// words), how to get the library and how to rebuild. Compiled in every build, so it is tested
+/// in builds with OTF2 as well.
+pub fn missing_message(note: &str) -> String {
+    format!(
+        "this rocprof-attach was built without OTF2 support ({note}); install the OTF2 library \
+         (Debian/Ubuntu: `apt-get install libopen-trace-format2-dev`; elsewhere OTF2 3.x from \
+         https://www.vi-hps.org/projects/score-p, installed so that `pkg-config otf2` or \
+         `otf2-config` finds it) and rebuild with `ROCPROF_ATTACH_OTF2=on` \
+         (`ROCPROF_ATTACH_OTF2=on cargo install --path .`, `cargo build --release` or \
+         `pip install .`; `on` makes a library still missing a build error)"
+    )
 }
 
 /// Writes the OTF2 archive (`<name>_results.otf2`, `<name>_results.def`, `<name>_results/`)
@@ -50,13 +62,13 @@ pub fn write(
     name: &str,
 ) -> Result<Counts> {
     check_available()?;
-    #[cfg(feature = "otf2")]
+    #[cfg(have_otf2)]
     {
         archive::write(sources, opts, window, out, name)
     }
-    #[cfg(not(feature = "otf2"))]
+    #[cfg(not(have_otf2))]
     {
         let _ = (sources, opts, window, out, name);
-        unreachable!("check_available fails without the otf2 feature")
+        unreachable!("check_available fails without OTF2")
     }
 }
