@@ -563,3 +563,52 @@ fn short_and_long_help_and_help_for_subcommands() {
         "help names only what exists"
     );
 }
+
+#[test]
+fn a_second_ctrl_c_during_a_slow_detach_stops_waiting_and_the_detach_still_finishes() {
+    // The stand-in register sleeps 3 s in its detach call (a tool writing a large trace).
+    let t = spawn(TargetOpts {
+        env: vec![("STANDIN_DETACH_SLEEP_MS".into(), "3000".into())],
+        ..TargetOpts::default()
+    });
+    let out = tempfile::tempdir().unwrap();
+    let pid = t.pid.to_string();
+    let tool = tool_lib();
+    let args = [
+        "-p",
+        &pid,
+        "--kernel-trace",
+        "-d",
+        s(out.path()),
+        "-t",
+        s(&tool),
+    ];
+    let mut run = rocprof_attach(&args, &[]);
+    run.wait_for("profiling until");
+    run.signal(Signal::SIGINT);
+    run.wait_for("detaching");
+    run.signal(Signal::SIGINT);
+    run.wait_for("Press Ctrl-C again to stop waiting");
+    run.signal(Signal::SIGINT);
+    let (code, _, stderr) = run.finish();
+    assert_eq!(code, 11, "{stderr}");
+    one_error(
+        &stderr,
+        &[
+            "received again: no longer waiting for the detach call of process",
+            "it finishes in the target",
+            s(out.path()),
+        ],
+        "abandoned detach",
+    );
+    // The call was never cut short: it returns, the agent restores the thread and leaves.
+    common::wait_until(Duration::from_secs(20), || {
+        records(&t).iter().any(|r| r.kind == "detach")
+    });
+    common::wait_until(Duration::from_secs(20), || {
+        tracer_pid(t.pid, t.listener()) == 0
+    });
+    let kinds: Vec<String> = records(&t).iter().map(|r| r.kind.clone()).collect();
+    assert_eq!(kinds, ["attach", "detach"]);
+    assert_untouched(&t, 1, "abandoned detach");
+}

@@ -195,11 +195,13 @@ impl Ui {
                 } else if self.sync_output.load(Ordering::Relaxed) {
                     self.info(format!(
                         "{name} received: waiting for the detach calls to return (with synchronous output the tool \
-                         writes its files during them); rocprof-attach exits as soon as they do"
+                         writes its files during them); rocprof-attach exits as soon as they do. Press Ctrl-C \
+                         again to stop waiting (the calls still finish in the target)"
                     ));
                 } else {
                     self.info(format!(
-                        "{name} received: waiting for the detach calls to return; rocprof-attach exits as soon as they do"
+                        "{name} received: waiting for the detach calls to return; rocprof-attach exits as soon as they \
+                         do. Press Ctrl-C again to stop waiting (the calls still finish in the target)"
                     ));
                 }
             }

@@ -144,6 +144,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         },
         &ctl,
         &events,
+        &|signal| abandon_detach(ui, signal, &still_running, req),
     );
     phases.done("detach");
     let report = collector.collect(req, &plan, &attached, &end, &detached, &events);
@@ -177,4 +178,29 @@ fn print_summary(dbs: &[std::path::PathBuf], ui: &Ui) {
     if let Err(e) = crate::rocpd::write_summary(&mut crate::cli::stdio::stdout(), dbs, 10, width) {
         ui.warn(format!("summary: {e}"));
     }
+}
+
+/// A second Ctrl-C (or SIGTERM) during a slow detach: stop waiting and say what happens next. The
+/// detach calls go on in the targets; the agents (a process of their own, deaf to terminal
+/// signals) wait for each call to return and restore its thread, so ending here cannot harm a
+/// target. Exit 11: this session did not see its detaches complete.
+fn abandon_detach(
+    ui: &Ui,
+    signal: i32,
+    attached: &[crate::attach::session::Attachment],
+    req: &AttachRequest,
+) {
+    let pids: Vec<i32> = attached.iter().map(|a| a.pid).collect();
+    ui.error(format!(
+        "{} received again: no longer waiting for the detach call{} of process{} {}; {} in the target \
+         (the agent restores each thread when its call returns) and the tool writes its output under {}; \
+         this session cannot list those files",
+        crate::attach::signals::name(signal),
+        if pids.len() == 1 { "" } else { "s" },
+        if pids.len() == 1 { "" } else { "es" },
+        crate::attach::session::join(&pids),
+        if pids.len() == 1 { "it finishes" } else { "they finish" },
+        req.output_dir.display()
+    ));
+    std::process::exit(crate::cli::stdio::finish(ExitCode::DetachFailed) as i32);
 }

@@ -147,12 +147,17 @@ impl Waiter {
 
     /// Run `f` (a detach) to completion while reporting signals that arrive meanwhile as
     /// [`Event::SignalWhileDetaching`]: the detach calls must finish for the output to be
-    /// complete; only the waits for stopped targets give up ([`DetachControl::give_up`]).
+    /// complete; the first signal makes the waits for stopped targets give up
+    /// ([`DetachControl::give_up`]). A later signal, when no stopped target is left to give up on,
+    /// calls `abandon` with its number: the front end stops waiting for the detach calls (they
+    /// finish in the target while their agents wait for them and restore each thread) and ends.
+    /// `abandon` does not return; if it does, the wait goes on.
     pub fn shielded<R: Send>(
         &self,
         f: impl FnOnce() -> R + Send,
         ctl: &DetachControl,
         events: Events,
+        abandon: &(dyn Fn(i32) + Sync),
     ) -> R {
         let Ok(done) = Notify::new() else {
             return f();
@@ -164,6 +169,7 @@ impl Waiter {
                 done.notify();
                 r
             });
+            let mut signalled = false;
             loop {
                 let mut set = [
                     PollFd::new(self.signals.fd(), PollFlags::POLLIN),
@@ -179,6 +185,10 @@ impl Waiter {
                 if let Some(signal) = self.signals.take() {
                     let stopped = ctl.stopped();
                     ctl.give_up();
+                    if signalled && stopped.is_empty() {
+                        abandon(signal);
+                    }
+                    signalled = true;
                     events(Event::SignalWhileDetaching { signal, stopped });
                 }
             }
