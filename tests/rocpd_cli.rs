@@ -433,3 +433,28 @@ fn summary_table_fits_the_terminal_and_writes_stats() {
     );
     assert!(listing(&stats).contains(&"s_domain_stats.csv".to_owned()));
 }
+
+#[test]
+fn summary_json_on_bad_input_is_still_one_document_with_the_error() {
+    let tmp = tempdir();
+    let bad = tmp.path().join("bad.db");
+    std::fs::write(&bad, "not a database").unwrap();
+    let missing = tmp.path().join("missing.db");
+    for input in [&bad, &missing] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rocprof-attach"))
+            .args(["summary", "-i", &input.display().to_string(), "--json"])
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(10), "{err}");
+        let doc: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
+        assert_eq!(doc["command"], "summary");
+        assert_eq!(doc["exit_code"], 10);
+        assert_eq!(doc["exit_name"], "bad_input");
+        let msg = doc["error"].as_str().expect("error text");
+        assert!(msg.contains(&input.display().to_string()), "{msg}");
+        assert!(err.contains(msg), "the same message on stderr: {err}");
+        assert_eq!(doc["domains"], serde_json::json!([]));
+    }
+}

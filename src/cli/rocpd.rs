@@ -479,7 +479,18 @@ fn run_summary(c: SummaryCli) -> ExitCode {
     };
     match run() {
         Ok(()) => ExitCode::Success,
-        Err(e) => fail(&e),
+        Err(e) => {
+            let code = fail(&e);
+            if c.json {
+                // One document whatever happens (docs/json.md), with the error in it.
+                crate::cli::json::print(
+                    "summary",
+                    code,
+                    serde_json::json!({"error": e.to_string(), "domains": [], "domain_totals": []}),
+                );
+            }
+            code
+        }
     }
 }
 
