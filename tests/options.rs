@@ -951,10 +951,10 @@ fn subcommands_check_and_list() {
     )
     .unwrap();
     assert!(
-        matches!(inv.action, Action::Delegate(ref a) if a == &["summary", "-i", "x.db", "--help"])
+        matches!(inv.action, Action::Print(ref t) if t.contains("Usage: rocprof-attach summary"))
     );
     let inv = parse_request(["rocprof-attach", "-v", "convert", "-i", "x.db"], &env, cwd).unwrap();
-    assert!(matches!(inv.action, Action::Delegate(ref a) if a == &["convert", "-i", "x.db"]));
+    assert!(matches!(inv.action, Action::Convert(ref c) if c.common.inputs == [Path::new("x.db")]));
     let inv = parse_request(
         ["rocprof-attach", "--check", "-p", "5,6", "-t", "/t.so"],
         &env,
@@ -978,5 +978,148 @@ fn repeated_format_options_accumulate() {
         &["-f", "csv", "-f", "json"],
         &[],
         &[("ROCPROF_OUTPUT_FORMAT", Some("csv,json"))],
+    );
+}
+
+/// `-d/--output-directory` and `-f/--output-format` in every subcommand and the session, with
+/// comma lists as well as separate words; the old spellings still work.
+#[test]
+fn one_spelling_for_output_directory_and_format() {
+    use rocprof_attach::cli::rocpd_args::{Format, ReportFormat};
+    let env = EnvList::new();
+    let cwd = Path::new(CWD);
+    let parse = |args: &[&str]| {
+        let mut a = vec!["rocprof-attach"];
+        a.extend_from_slice(args);
+        parse_request(a, &env, cwd)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+            .action
+    };
+    for args in [
+        &["convert", "-i", "a.db", "-f", "csv,json", "-d", "out"][..],
+        &["convert", "-i", "a.db", "-f", "csv", "json", "-d", "out"],
+        &[
+            "convert",
+            "-i",
+            "a.db",
+            "--output-format=csv,json",
+            "--output-directory",
+            "out",
+        ],
+        &[
+            "convert",
+            "-i",
+            "a.db",
+            "-f",
+            "csv",
+            "-f",
+            "json",
+            "--output-path",
+            "out",
+        ],
+    ] {
+        let Action::Convert(c) = parse(args) else {
+            panic!("{args:?}: not convert")
+        };
+        assert_eq!(c.formats, [Format::Csv, Format::Json], "{args:?}");
+        assert_eq!(c.out_dir, Path::new("out"), "{args:?}");
+    }
+    for args in [
+        &["summary", "-i", "a.db", "-f", "md,html", "-d", "out"][..],
+        &[
+            "summary",
+            "-i",
+            "a.db",
+            "--output-format",
+            "md",
+            "html",
+            "--output-directory=out",
+        ],
+        &[
+            "summary",
+            "-i",
+            "a.db",
+            "--format",
+            "md,html",
+            "--output-path",
+            "out",
+        ],
+    ] {
+        let Action::Summary(c) = parse(args) else {
+            panic!("{args:?}: not summary")
+        };
+        assert_eq!(
+            c.formats,
+            [ReportFormat::Md, ReportFormat::Html],
+            "{args:?}"
+        );
+        assert_eq!(c.out_dir.as_deref(), Some(Path::new("out")), "{args:?}");
+    }
+    for args in [
+        &["query", "-i", "a.db", "--query", "SELECT 1", "-f", "csv"][..],
+        &[
+            "query",
+            "-i",
+            "a.db",
+            "--query",
+            "SELECT 1",
+            "--output-format",
+            "csv",
+        ],
+        &[
+            "query", "-i", "a.db", "--query", "SELECT 1", "--format", "csv",
+        ],
+    ] {
+        let Action::Query(c) = parse(args) else {
+            panic!("{args:?}: not query")
+        };
+        assert_eq!(c.format, ReportFormat::Csv, "{args:?}");
+    }
+    for args in [
+        &[
+            "-p",
+            "1",
+            "--kernel-trace",
+            "-f",
+            "csv,json",
+            "-d",
+            "/tmp/o",
+        ][..],
+        &[
+            "-p",
+            "1",
+            "--kernel-trace",
+            "-f",
+            "csv",
+            "json",
+            "-d",
+            "/tmp/o",
+        ],
+        &[
+            "-p",
+            "1",
+            "--kernel-trace",
+            "--output-format",
+            "csv",
+            "--output-format=json",
+        ],
+    ] {
+        let Action::Attach(r) = parse(args) else {
+            panic!("{args:?}: not a session")
+        };
+        assert_eq!(
+            r.formats,
+            [OutputFormat::Csv, OutputFormat::Json],
+            "{args:?}"
+        );
+    }
+    // The old spellings are hidden: `--help` shows one.
+    let Action::Print(help) = parse(&["summary", "--help"]) else {
+        panic!("summary --help")
+    };
+    assert!(help.contains("--output-directory") && help.contains("--output-format"));
+    assert!(
+        !help.contains("--output-path") && !help.contains("--format "),
+        "{help}"
     );
 }

@@ -589,14 +589,16 @@ fn a_second_ctrl_c_during_a_slow_detach_stops_waiting_and_the_detach_still_finis
     run.wait_for("detaching");
     run.signal(Signal::SIGINT);
     run.wait_for("Press Ctrl-C again to stop waiting");
+    // The detach call is under way once an agent traces the listener (it was handed over first).
+    let listener = t.listener();
+    common::wait_until(Duration::from_secs(20), || tracer_pid(t.pid, listener) != 0);
     run.signal(Signal::SIGINT);
     let (code, _, stderr) = run.finish();
     assert_eq!(code, 11, "{stderr}");
     one_error(
         &stderr,
         &[
-            "received again: no longer waiting for the detach call of process",
-            "it finishes in the target",
+            &format!("received again: no longer waiting for the detach; the detach call of process {} finishes in the target", t.pid),
             s(out.path()),
         ],
         "abandoned detach",

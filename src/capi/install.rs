@@ -14,9 +14,8 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-use crate::cli::stdio::{errln, out, outln};
+use crate::cli::stdio::{errln, outln};
 use crate::exit::ExitCode;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// The C header, as installed.
@@ -28,42 +27,19 @@ pub const SONAME: &str = "librocprofiler-sdk-rocattach.so.1";
 /// File name cargo gives the cdylib.
 pub const CARGO_NAME: &str = "librocprof_attach.so";
 
-/// The command line of `install-library`.
-#[derive(Debug, clap::Parser)]
-#[command(
-    name = "rocprof-attach install-library",
-    about = "Install the rocattach C library under the names ROCm's tools load (see docs/library.md)",
-    after_help = "Example:\n  rocprof-attach install-library --prefix $HOME/.local\n  \
-                  ROCPROF_ATTACH_LIBRARY=$HOME/.local/lib/librocprofiler-sdk-rocattach.so.1 rocprofv3 --attach 1234 ..."
-)]
+/// The command line of `install-library` (a subcommand of [`crate::cli::Cli`]).
+#[derive(Debug, clap::Args)]
 pub struct InstallArgs {
     /// Install under DIR/lib, DIR/bin and DIR/include
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub prefix: PathBuf,
     /// The library to install (default: the one built or installed with this rocprof-attach)
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub library: Option<PathBuf>,
 }
 
-/// Run the subcommand; `args[0]` is `install-library`.
-pub fn main(args: &[OsString]) -> ExitCode {
-    use clap::Parser;
-    let parsed = match InstallArgs::try_parse_from(args) {
-        Ok(a) => a,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            return if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                out!("{}", e.render());
-                ExitCode::Success
-            } else {
-                errln!(
-                    "rocprof-attach: error: {}",
-                    e.render().to_string().trim_end()
-                );
-                ExitCode::Usage
-            };
-        }
-    };
+/// Runs `install-library`.
+pub fn run(parsed: &InstallArgs) -> ExitCode {
     match install(&parsed.prefix, parsed.library.as_deref()) {
         Ok(files) => {
             for f in files {

@@ -11,17 +11,18 @@ use crate::attach::envbuf::EnvList;
 use crate::attach::options::{self, parse_bool, ProfilerOptions, DEFAULT_OUTPUT_FILE};
 use crate::attach::session::{AttachRequest, DEFAULT_PARALLEL};
 use crate::attach::targets::TargetSelection;
-use crate::cli::completions::{self, completions, CompletionShell};
+use crate::capi::install::InstallArgs;
+pub use crate::cli::commands::{Command, CompletionShell, SUBCOMMANDS};
+pub use crate::cli::docs::{completions, man_page};
 use crate::cli::error::{Error, Result};
-use crate::cli::help::{
-    known_mistake, AFTER_HELP, AFTER_LONG_HELP, COMPLETIONS_EXAMPLES, MAN_EXAMPLES,
-};
+use crate::cli::help::{known_mistake, AFTER_HELP, AFTER_LONG_HELP};
+use crate::cli::rocpd_args::{ConvertArgs, QueryArgs, SummaryArgs};
 #[cfg(test)]
 use crate::cli::values::parse_pid;
 use crate::cli::values::parse_pid_list;
 pub use crate::cli::values::{parse_duration, Source, MAX_DURATION};
 use clap::builder::TypedValueParser;
-use clap::{ArgAction, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -115,71 +116,19 @@ pub struct Cli {
     pub quiet: bool,
 }
 
-/// The subcommands whose arguments are handed on unparsed (rocpd's and `install-library`).
-pub const DELEGATED: [&str; 4] = ["convert", "summary", "query", "install-library"];
-
-/// Every subcommand name, `help` included (a test checks it against [`Command`]).
-pub const SUBCOMMANDS: [&str; 7] = [
-    "convert",
-    "summary",
-    "query",
-    "install-library",
-    "completions",
-    "man",
-    "help",
-];
-
-/// Subcommands: the rocpd ones get their arguments unparsed; `completions` and `man` are ours.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Convert rocpd databases to other formats (see `rocprof-attach convert --help`)
-    #[command(disable_help_flag = true)]
-    Convert {
-        /// Arguments of the subcommand.
-        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<OsString>,
-    },
-    /// Print a summary of rocpd databases (see `rocprof-attach summary --help`)
-    #[command(disable_help_flag = true)]
-    Summary {
-        /// Arguments of the subcommand.
-        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<OsString>,
-    },
-    /// Run SQL over the rocpd views of one or many databases (see `rocprof-attach query --help`)
-    #[command(disable_help_flag = true)]
-    Query {
-        /// Arguments of the subcommand.
-        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<OsString>,
-    },
-    /// Install the rocattach C library under ROCm's names (see `rocprof-attach install-library --help`)
-    #[command(name = "install-library", disable_help_flag = true)]
-    InstallLibrary {
-        /// Arguments of the subcommand.
-        #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<OsString>,
-    },
-    /// Print a shell completion script for bash, zsh, fish, elvish or PowerShell
-    #[command(after_help = COMPLETIONS_EXAMPLES)]
-    Completions {
-        /// The shell
-        #[arg(value_enum)]
-        shell: CompletionShell,
-    },
-    /// Print the manual page (roff) on stdout
-    #[command(after_help = MAN_EXAMPLES)]
-    Man,
-}
-
 /// What to do, as decided from the command line.
 #[derive(Debug)]
 pub enum Action {
     /// Print this text on stdout and exit 0 (`--help`, `--version`).
     Print(String),
-    /// Run `convert`, `summary`, `query` or `install-library`: the arguments starting at the
-    /// subcommand name.
-    Delegate(Vec<OsString>),
+    /// Run `convert`.
+    Convert(Box<ConvertArgs>),
+    /// Run `summary`.
+    Summary(Box<SummaryArgs>),
+    /// Run `query`.
+    Query(Box<QueryArgs>),
+    /// Run `install-library`.
+    InstallLibrary(InstallArgs),
     /// `--check`: preflight the selected processes only.
     Check {
         /// Processes to check.
@@ -211,16 +160,25 @@ pub struct Invocation {
 }
 
 /// Turn a clap error into one line: the message, the possible values and the tip, without the
-/// usage block.
-fn condense_clap_error(err: &clap::Error) -> String {
-    if let Some(m) = known_mistake(err) {
-        return m;
+/// usage block, and the `--help` to read (the subcommand's for an error in a subcommand). The one
+/// place where clap's errors are condensed, for rocprof-attach and every subcommand.
+fn condense_clap_error(err: &clap::Error, args: &[OsString]) -> String {
+    // The subcommand the error is in, as far as clap gets without the errors.
+    let sub = command()
+        .ignore_errors(true)
+        .try_get_matches_from(args)
+        .ok()
+        .and_then(|m| m.subcommand_name().map(str::to_string));
+    if sub.is_none() {
+        if let Some(m) = known_mistake(err) {
+            return m;
+        }
     }
-    if let Some(m) = completions::missing_shell(err) {
+    if let Some(m) = crate::cli::commands::missing_shell(err) {
         return m;
     }
     let text = err.render().to_string();
-    let mut parts: Vec<String> = Vec::new();
+    let mut msg = String::new();
     for line in text.lines() {
         let l = line.trim();
         if l.is_empty() {
@@ -229,21 +187,18 @@ fn condense_clap_error(err: &clap::Error) -> String {
         if l.starts_with("Usage:") || l.starts_with("For more information") {
             break;
         }
-        let l = l.strip_prefix("error: ").unwrap_or(l);
-        // "not provided:" and the names it introduces are one part.
-        match parts.last_mut() {
-            Some(last) if last.ends_with(':') => {
-                last.push(' ');
-                last.push_str(l);
-            }
-            _ => parts.push(l.to_string()),
+        if !msg.is_empty() {
+            msg.push_str(if msg.ends_with(':') { " " } else { "; " });
         }
+        msg.push_str(l.strip_prefix("error: ").unwrap_or(l));
     }
-    let mut msg = parts.join("; ");
     if msg.is_empty() {
         msg = "invalid command line".to_string();
     }
-    format!("{msg} (see `rocprof-attach --help`)")
+    match sub {
+        Some(sub) => format!("{msg} (see `rocprof-attach {sub} --help`)"),
+        None => format!("{msg} (see `rocprof-attach --help`)"),
+    }
 }
 
 /// Parse a boolean environment fallback strictly.
@@ -289,19 +244,6 @@ where
         quiet: false,
         json: false,
     };
-    // Subcommands first: their arguments are not ours to parse.
-    let delegated = |a: &OsString| DELEGATED.iter().any(|d| a == d);
-    if let Some(first) = args.get(1) {
-        if delegated(first) {
-            return Ok(quick(Action::Delegate(args[1..].to_vec())));
-        }
-        // `help convert` is `convert --help`.
-        if first == "help" {
-            if let Some(sub) = args.get(2).filter(|a| delegated(a)) {
-                return Ok(quick(Action::Delegate(vec![sub.clone(), "--help".into()])));
-            }
-        }
-    }
     let matches = match command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
@@ -310,27 +252,23 @@ where
                 ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
                     Ok(quick(Action::Print(e.render().to_string())))
                 }
-                _ => Err(Error::usage(condense_clap_error(&e))),
+                _ => Err(Error::usage(condense_clap_error(&e, &args))),
             };
         }
     };
-    let mut cli =
-        Cli::from_arg_matches(&matches).map_err(|e| Error::usage(condense_clap_error(&e)))?;
+    let mut cli = Cli::from_arg_matches(&matches)
+        .map_err(|e| Error::usage(condense_clap_error(&e, &args)))?;
     cli.profiler.fill_pmc_groups(&matches);
     if let Some(cmd) = cli.command.take() {
-        let (name, rest) = match cmd {
-            Command::Convert { args } => ("convert", args),
-            Command::Summary { args } => ("summary", args),
-            Command::Query { args } => ("query", args),
-            Command::InstallLibrary { args } => ("install-library", args),
-            Command::Completions { shell } => {
-                return Ok(quick(Action::Print(completions(shell))));
-            }
-            Command::Man => return Ok(quick(Action::Print(man_page()?))),
+        let action = match cmd {
+            Command::Convert(a) => Action::Convert(Box::new(a)),
+            Command::Summary(a) => Action::Summary(Box::new(a)),
+            Command::Query(a) => Action::Query(Box::new(a)),
+            Command::InstallLibrary(a) => Action::InstallLibrary(a),
+            Command::Completions { shell } => Action::Print(completions(shell)),
+            Command::Man { subcommand } => Action::Print(man_page(subcommand.as_deref())?),
         };
-        let mut v = vec![OsString::from(name)];
-        v.extend(rest);
-        return Ok(quick(Action::Delegate(v)));
+        return Ok(quick(action));
     }
     let mut inv = build(cli, env, cwd)?;
     if inv.quiet {
@@ -353,15 +291,6 @@ pub fn command() -> clap::Command {
         let everyday = matches!(a.get_id().as_str(), "verbose" | "quiet");
         a.hide_short_help(hide && !everyday)
     })
-}
-
-/// The manual page (roff).
-pub fn man_page() -> Result<String> {
-    let mut out = Vec::new();
-    clap_mangen::Man::new(command())
-        .render(&mut out)
-        .map_err(|e| Error::usage(format!("cannot render the manual page: {e}")))?;
-    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {

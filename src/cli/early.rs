@@ -2,7 +2,7 @@
 //! server first ([`crate::engine::agent::prestart`]), while the process has allocated almost
 //! nothing.
 
-use crate::cli::args::SUBCOMMANDS;
+use crate::cli::commands::SUBCOMMANDS;
 use std::ffi::OsString;
 
 /// Options that print or check and never attach.

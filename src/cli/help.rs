@@ -16,7 +16,7 @@ pub const AFTER_LONG_HELP: &str = "\
 Examples:
   rocprof-attach -p 1234 --kernel-trace                    trace kernels until Enter or Ctrl-C
   rocprof-attach -p 1234 -s --attach-duration-msec 10s     10 s of system trace, then detach
-  rocprof-attach --attach 1234,1240 --hip-trace -f csv json -d /tmp/prof
+  rocprof-attach --attach 1234,1240 --hip-trace -f csv,json -d /tmp/prof
   rocprof-attach --match 'python.*train' --pmc SQ_WAVES GRBM_COUNT --attach-duration-msec 5000
   rocprof-attach --job $SLURM_JOB_ID --kernel-trace --attach-duration-msec 2m --json > report.json
   rocprof-attach --check -p 1234                           can 1234 be attached? (changes nothing)
@@ -78,7 +78,14 @@ Examples:
 pub const MAN_EXAMPLES: &str = "\
 Examples:
   rocprof-attach man > rocprof-attach.1 && man -l rocprof-attach.1
-  rocprof-attach man | gzip > /usr/local/share/man/man1/rocprof-attach.1.gz";
+  rocprof-attach man | gzip > /usr/local/share/man/man1/rocprof-attach.1.gz
+  rocprof-attach man convert > /usr/local/share/man/man1/rocprof-attach-convert.1";
+
+/// Examples of `install-library`.
+pub const INSTALL_EXAMPLES: &str = "\
+Examples:
+  rocprof-attach install-library --prefix $HOME/.local
+  ROCPROF_ATTACH_LIBRARY=$HOME/.local/lib/librocprofiler-sdk-rocattach.so.1 rocprofv3 --attach 1234 ...";
 
 /// A clearer message than clap's for two common mistakes: a bare PID (`rocprof-attach 1234`) and
 /// a rocprofv3 option that has no meaning when attaching.

@@ -4,8 +4,9 @@
 //! * [`session`]: composes the attach layer's plan → attach → wait → detach → collect;
 //! * [`render`]: progress lines and warnings from the session's events, the status line, the
 //!   file list and the per-process table;
-//! * [`check`]: `--check` and `--list`; [`rocpd`]: the `convert` and `summary` subcommands;
-//! * [`completions`]: the `completions` subcommand's shells and scripts;
+//! * [`commands`]: the subcommands; [`rocpd_args`]: the command lines of `convert`, `summary`
+//!   and `query`, which [`rocpd`] runs; [`docs`]: the manual pages and completion scripts;
+//! * [`check`]: `--check` and `--list`;
 //! * [`early`]: what `main` decides from the raw arguments before parsing them;
 //! * [`json`]: the `--json` documents (docs/json.md);
 //! * [`logging`]: `-v`/`-q`/`ROCPROF_ATTACH_LOG` for the `tracing` diagnostics;
@@ -18,8 +19,9 @@
 
 pub mod args;
 pub mod check;
-pub mod completions;
+pub mod commands;
 pub mod crash;
+pub mod docs;
 pub mod early;
 pub mod error;
 pub mod help;
@@ -27,6 +29,7 @@ pub mod json;
 pub mod logging;
 pub mod render;
 pub mod rocpd;
+pub mod rocpd_args;
 pub mod session;
 pub mod stdio;
 pub mod values;
@@ -101,10 +104,10 @@ where
             stdio::out!("{text}");
             ExitCode::Success
         }
-        Action::Delegate(args) if args.first().is_some_and(|a| a == "install-library") => {
-            crate::capi::install::main(&args)
-        }
-        Action::Delegate(args) => rocpd::main(&args),
+        Action::Convert(a) => rocpd::run_convert(*a),
+        Action::Summary(a) => rocpd::run_summary(*a),
+        Action::Query(a) => rocpd::run_query(*a),
+        Action::InstallLibrary(a) => crate::capi::install::run(&a),
         Action::Check {
             selection,
             tool_library,

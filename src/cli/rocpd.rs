@@ -1,240 +1,14 @@
-//! The `convert` and `summary` subcommands: the front end of [`crate::rocpd`].
+//! Runs the `convert`, `summary` and `query` subcommands (their command lines are in
+//! [`crate::cli::rocpd_args`]): the front end of [`crate::rocpd`].
 
+use crate::cli::rocpd_args::{ConvertArgs, Format, QueryArgs, SummaryArgs};
 use crate::cli::stdio::{errln, out, outln};
-use std::ffi::OsString;
 use std::path::PathBuf;
-
-use clap::{Parser, ValueEnum};
 
 use crate::exit::ExitCode;
 use crate::format::OutputFormat;
-use crate::rocpd::window::{Bound, WindowSpec};
-use crate::rocpd::{convert_with, summary, AgentIndex, ConvertOptions};
+use crate::rocpd::{convert_with, summary};
 use crate::rocpd::{report, Error};
-
-/// Formats `convert` can produce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Format {
-    /// rocprofv3's per-domain CSV files.
-    Csv,
-    /// rocprofv3's `<name>_results.json`.
-    Json,
-    /// A Perfetto trace, `<name>_results.pftrace` (open it in ui.perfetto.dev).
-    #[value(alias = "perfetto")]
-    Pftrace,
-    /// An OTF2 archive, `<name>_results.otf2` (Vampir, Score-P tools); needs a build with the
-    /// OTF2 library (built in wherever it was installed).
-    Otf2,
-}
-
-/// Agent labels (`--agent-index-value`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum AgentIndexArg {
-    /// `Agent <node id>`.
-    Absolute,
-    /// `Agent <logical node id>` (rocprofv3's default).
-    Relative,
-    /// `GPU <n>` / `CPU <n>`.
-    TypeRelative,
-}
-
-#[derive(Debug, clap::Args)]
-struct Common {
-    /// rocpd databases (`*_results.db`), one per process; several are merged into one output.
-    #[arg(short = 'i', long = "input", required = true, num_args = 1.., value_name = "DB")]
-    inputs: Vec<PathBuf>,
-    /// How `Agent_Id` cells are labelled.
-    #[arg(long, value_enum, default_value = "relative")]
-    agent_index_value: AgentIndexArg,
-    /// Name kernels after their enclosing ROCTx region when there is one.
-    #[arg(long)]
-    kernel_rename: bool,
-    #[command(flatten)]
-    window: WindowArgs,
-}
-
-/// Time window options (shared by convert, summary and query).
-#[derive(Debug, Clone, clap::Args)]
-pub struct WindowArgs {
-    /// Window start: a percentage of the trace (`25%`) or an absolute timestamp in ns.
-    #[arg(long, value_name = "N%|NS", allow_hyphen_values = true)]
-    start: Option<Bound>,
-    /// Window end: a percentage of the trace (`75%`) or an absolute timestamp in ns.
-    #[arg(long, value_name = "N%|NS", allow_hyphen_values = true)]
-    end: Option<Bound>,
-    /// Start the window at the first ROCTx marker or range with this message.
-    #[arg(long, value_name = "NAME")]
-    start_marker: Option<String>,
-    /// End the window at the end of the last ROCTx marker or range with this message.
-    #[arg(long, value_name = "NAME")]
-    end_marker: Option<String>,
-    /// Also keep events that overlap the window's edges (default: only events entirely inside).
-    #[arg(long)]
-    inclusive: bool,
-}
-
-impl WindowArgs {
-    /// The window as the converters take it.
-    pub fn spec(&self) -> WindowSpec {
-        WindowSpec {
-            start: self.start,
-            end: self.end,
-            start_marker: self.start_marker.clone(),
-            end_marker: self.end_marker.clone(),
-            inclusive: self.inclusive,
-        }
-    }
-}
-
-impl Common {
-    fn options(&self, stats: bool) -> ConvertOptions {
-        ConvertOptions {
-            agent_index: match self.agent_index_value {
-                AgentIndexArg::Absolute => AgentIndex::Absolute,
-                AgentIndexArg::Relative => AgentIndex::Relative,
-                AgentIndexArg::TypeRelative => AgentIndex::TypeRelative,
-            },
-            kernel_rename: self.kernel_rename,
-            stats,
-            time_window: self.window.spec(),
-            group_by_queue: false,
-            window: None,
-        }
-    }
-}
-
-const CONVERT_EXAMPLES: &str = "\
-Examples:
-  rocprof-attach convert -i results.db                      CSV files in ./rocpd-output-data
-  rocprof-attach convert -i a.db b.db -f csv json -d out    merge two processes' databases
-  rocprof-attach convert -i results.db --stats -o run1      also the *_stats.csv files";
-
-const SUMMARY_EXAMPLES: &str = "\
-Examples:
-  rocprof-attach summary -i results.db                      the top 10 of each table
-  rocprof-attach summary -i a.db b.db --top 25 > summary.txt  every column, full names
-  rocprof-attach summary -i results.db --json | jq .        machine-readable (docs/json.md)
-  rocprof-attach summary -i results.db -d stats             also rocprofv3's stats CSV files";
-
-/// Convert rocpd databases to rocprofv3's CSV and JSON outputs, a Perfetto trace or an OTF2
-/// archive.
-#[derive(Debug, Parser)]
-#[command(name = "rocprof-attach convert", disable_version_flag = true, after_help = CONVERT_EXAMPLES)]
-struct ConvertCli {
-    #[command(flatten)]
-    common: Common,
-    /// Output formats.
-    #[arg(short = 'f', long = "output-format", num_args = 1.., value_enum, default_values = ["csv"])]
-    formats: Vec<Format>,
-    /// Output directory (created if missing).
-    #[arg(
-        short = 'd',
-        long = "output-path",
-        env = "ROCPD_OUTPUT_PATH",
-        default_value = "./rocpd-output-data"
-    )]
-    out_dir: PathBuf,
-    /// Output file prefix: files are named `<NAME>_kernel_trace.csv`, `<NAME>_results.json`, ...
-    #[arg(
-        short = 'o',
-        long = "output-file",
-        env = "ROCPD_OUTPUT_NAME",
-        default_value = "out"
-    )]
-    out_name: String,
-    /// Also write the `<NAME>_*_stats.csv` files.
-    #[arg(long)]
-    stats: bool,
-    /// Perfetto/OTF2: one kernel track per agent and queue instead of one per stream.
-    #[arg(long)]
-    group_by_queue: bool,
-}
-
-/// Report formats of `summary` and `query`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ReportFormat {
-    /// Aligned tables on the terminal.
-    Console,
-    /// CSV (`summary`: rocprofv3's `<NAME>_*_stats.csv` files).
-    Csv,
-    /// JSON.
-    Json,
-    /// Markdown tables.
-    Md,
-    /// One self-contained HTML page (`summary`: with bar charts and a timeline overview).
-    Html,
-}
-
-impl ReportFormat {
-    fn report(self) -> report::Format {
-        match self {
-            ReportFormat::Console => report::Format::Console,
-            ReportFormat::Csv => report::Format::Csv,
-            ReportFormat::Json => report::Format::Json,
-            ReportFormat::Md => report::Format::Md,
-            ReportFormat::Html => report::Format::Html,
-        }
-    }
-}
-
-/// Summarise rocpd databases: per-kernel, per-API and per-domain duration statistics, on the
-/// terminal or as CSV, JSON, Markdown or a self-contained HTML report with charts.
-#[derive(Debug, Parser)]
-#[command(name = "rocprof-attach summary", disable_version_flag = true, after_help = SUMMARY_EXAMPLES)]
-struct SummaryCli {
-    #[command(flatten)]
-    common: Common,
-    /// Output formats; every format but console writes `<NAME>_summary.<ext>` (CSV: the stats
-    /// files) into the output directory.
-    #[arg(short = 'f', long = "format", num_args = 1.., value_enum, default_values = ["console"])]
-    formats: Vec<ReportFormat>,
-    /// Rows shown per table.
-    #[arg(long, default_value_t = 10)]
-    top: usize,
-    /// Also show the time per domain (KERNEL_DISPATCH, HIP_API, ...).
-    #[arg(long)]
-    domain_summary: bool,
-    /// One summary per process (MPI rank, from its environment; else GUID order) besides the
-    /// overall one.
-    #[arg(long)]
-    summary_by_rank: bool,
-    /// Output directory for file formats (default ./rocpd-output-data); with only `console`,
-    /// giving it also writes rocprofv3's stats CSV files there.
-    #[arg(short = 'd', long = "output-path")]
-    out_dir: Option<PathBuf>,
-    /// Prefix of the files written.
-    #[arg(short = 'o', long = "output-file", default_value = "out")]
-    out_name: String,
-    /// Print the summary as one JSON document on standard output (every row, docs/json.md)
-    /// instead of tables; `-f json` writes the tables to a file instead.
-    #[arg(long)]
-    json: bool,
-}
-
-/// Run SQL over the rocpd views (regions, kernels, memory_copies, top_kernels, ...) of one or
-/// many databases.
-#[derive(Debug, Parser)]
-#[command(name = "rocprof-attach query", disable_version_flag = true)]
-struct QueryCli {
-    /// rocpd databases (`*_results.db`), any number; their views are unioned (past 10, through a
-    /// temporary copy on disk: set TMPDIR for its location).
-    #[arg(short = 'i', long = "input", required = true, num_args = 1.., value_name = "DB")]
-    inputs: Vec<PathBuf>,
-    /// The SQL query whose rows are printed.
-    #[arg(long, value_name = "SQL", required_unless_present = "script")]
-    query: Option<String>,
-    /// SQL statements run first (e.g. views); without --query its last statement is the query.
-    #[arg(long, value_name = "FILE")]
-    script: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "console")]
-    format: ReportFormat,
-    /// Write to this file instead of standard output (created complete or not at all).
-    #[arg(short = 'o', long = "output-file", value_name = "FILE")]
-    output: Option<PathBuf>,
-    #[command(flatten)]
-    window: WindowArgs,
-}
 
 fn fail(e: &Error) -> ExitCode {
     let msg = e.to_string().replace('\n', " ");
@@ -242,53 +16,8 @@ fn fail(e: &Error) -> ExitCode {
     e.exit_code()
 }
 
-fn clap_fail(e: clap::Error, sub: &str) -> ExitCode {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        out!("{}", e.render());
-        return ExitCode::Success;
-    }
-    let text = e.render().to_string();
-    let first: Vec<&str> = text
-        .lines()
-        .take_while(|l| !l.trim().is_empty() && !l.starts_with("Usage:"))
-        .map(str::trim)
-        .collect();
-    let first = first.join(" ");
-    let first = first.strip_prefix("error: ").unwrap_or(&first);
-    errln!("rocprof-attach: error: {first}; see `rocprof-attach {sub} --help`");
-    ExitCode::Usage
-}
-
-/// Runs `convert` or `summary`; `args[0]` is the subcommand name.
-pub fn main(args: &[OsString]) -> ExitCode {
-    let sub = args.first().and_then(|a| a.to_str()).unwrap_or("");
-    // clap names the program after args[0]: make usage lines read `rocprof-attach convert`.
-    let named = || {
-        std::iter::once(OsString::from(format!("rocprof-attach {sub}")))
-            .chain(args.iter().skip(1).cloned())
-    };
-    match sub {
-        "convert" => match ConvertCli::try_parse_from(named()) {
-            Ok(c) => run_convert(c),
-            Err(e) => clap_fail(e, sub),
-        },
-        "summary" => match SummaryCli::try_parse_from(named()) {
-            Ok(c) => run_summary(c),
-            Err(e) => clap_fail(e, sub),
-        },
-        "query" => match QueryCli::try_parse_from(named()) {
-            Ok(c) => run_query(c),
-            Err(e) => clap_fail(e, sub),
-        },
-        other => {
-            errln!("rocprof-attach: error: unknown subcommand '{other}'; expected `convert`, `summary` or `query`");
-            ExitCode::Usage
-        }
-    }
-}
-
-fn run_convert(c: ConvertCli) -> ExitCode {
+/// Runs `convert`.
+pub fn run_convert(c: ConvertArgs) -> ExitCode {
     let formats: Vec<OutputFormat> = c
         .formats
         .iter()
@@ -352,7 +81,8 @@ fn summary_json(s: &summary::Summary) -> serde_json::Value {
     })
 }
 
-fn run_summary(c: SummaryCli) -> ExitCode {
+/// Runs `summary`.
+pub fn run_summary(c: SummaryArgs) -> ExitCode {
     let run = || -> crate::rocpd::Result<()> {
         let opts = c.common.options(true);
         let dbs = crate::rocpd::reader::open_all(&c.common.inputs)?;
@@ -494,7 +224,8 @@ fn run_summary(c: SummaryCli) -> ExitCode {
     }
 }
 
-fn run_query(c: QueryCli) -> ExitCode {
+/// Runs `query`.
+pub fn run_query(c: QueryArgs) -> ExitCode {
     let run = || -> crate::rocpd::Result<()> {
         let table = crate::rocpd::query::run(
             &c.inputs,

@@ -144,7 +144,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         },
         &ctl,
         &events,
-        &|signal| abandon_detach(ui, signal, &still_running, req),
+        &|signal| abandon_detach(ui, signal, &still_running, &ctl.handed(), req),
     );
     phases.done("detach");
     let report = collector.collect(req, &plan, &attached, &end, &detached, &events);
@@ -180,27 +180,44 @@ fn print_summary(dbs: &[std::path::PathBuf], ui: &Ui) {
     }
 }
 
-/// A second Ctrl-C (or SIGTERM) during a slow detach: stop waiting and say what happens next. The
-/// detach calls go on in the targets; the agents (a process of their own, deaf to terminal
-/// signals) wait for each call to return and restore its thread, so ending here cannot harm a
-/// target. Exit 11: this session did not see its detaches complete.
+/// A second Ctrl-C (or SIGTERM) during a slow detach: stop waiting and say what happens next. A
+/// detach call in an agent's hands goes on in its target: the agents (a process of their own,
+/// deaf to terminal signals) wait for each call to return and restore its thread, so ending here
+/// cannot harm a target. A detach not yet handed over never starts: that profiler stays active.
+/// Exit 11: this session did not see its detaches complete.
 fn abandon_detach(
     ui: &Ui,
     signal: i32,
     attached: &[crate::attach::session::Attachment],
+    handed: &[i32],
     req: &AttachRequest,
 ) {
-    let pids: Vec<i32> = attached.iter().map(|a| a.pid).collect();
-    ui.error(format!(
-        "{} received again: no longer waiting for the detach call{} of process{} {}; {} in the target \
-         (the agent restores each thread when its call returns) and the tool writes its output under {}; \
-         this session cannot list those files",
-        crate::attach::signals::name(signal),
-        if pids.len() == 1 { "" } else { "s" },
-        if pids.len() == 1 { "" } else { "es" },
-        crate::attach::session::join(&pids),
-        if pids.len() == 1 { "it finishes" } else { "they finish" },
-        req.output_dir.display()
-    ));
+    use crate::attach::session::join;
+    let (going, left): (Vec<i32>, Vec<i32>) = attached
+        .iter()
+        .map(|a| a.pid)
+        .partition(|p| handed.contains(p));
+    let name = crate::attach::signals::name(signal);
+    let dir = req.output_dir.display();
+    let s = |n: usize| if n == 1 { "" } else { "es" };
+    let mut msg = format!("{name} received again: no longer waiting for the detach");
+    if !going.is_empty() {
+        msg += &format!(
+            "; the detach call of process{} {} finishes in the target (the agent restores each \
+             thread when its call returns) and the tool writes its output under {dir}",
+            s(going.len()),
+            join(&going)
+        );
+    }
+    if !left.is_empty() {
+        msg += &format!(
+            "; process{} {} {} not detached: the profiler stays active and writes its output \
+             under {dir} when the process exits",
+            s(left.len()),
+            join(&left),
+            if left.len() == 1 { "was" } else { "were" }
+        );
+    }
+    ui.error(msg + "; this session cannot list those files");
     std::process::exit(crate::cli::stdio::finish(ExitCode::DetachFailed) as i32);
 }

@@ -10,7 +10,8 @@
 #                 tests/security.rs)
 #   util-linux    setpriv, unshare and nsenter, for the permission and PID-namespace tests
 #                 (tests/security.rs, tests/trust.rs) and the test cluster's hosts (tests/cluster)
-#   groff-base    groff, which renders the generated man page without warnings (tests/trust.rs)
+#   groff-base    groff, which renders the generated man pages without warnings (tests/trust.rs,
+#                 tests/cli_docs.rs)
 #   iproute2      `ip netns` and veth links: the test cluster's nodes, one network namespace each
 #   slurm-wlm     slurmctld, slurmd and the client commands (srun, squeue, scancel), and
 #   munge         munged: tests/nodes.rs starts its own Slurm on the test cluster (nothing is

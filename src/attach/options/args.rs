@@ -228,9 +228,10 @@ pub struct ProfilerOptions {
     /// path is made absolute here, the target creates missing directories
     #[arg(short = 'd', long, help_heading = H_OUTPUT, value_name = "DIR")]
     pub output_directory: Option<String>,
-    /// Output formats: csv json pftrace otf2 rocpd (default rocpd; appended to
-    /// $ROCPROF_OUTPUT_FORMAT)
-    #[arg(short = 'f', long, help_heading = H_OUTPUT, value_name = "FORMAT", num_args = 1..)]
+    /// Output formats, space- or comma-separated: csv json pftrace otf2 rocpd (default rocpd;
+    /// appended to $ROCPROF_OUTPUT_FORMAT)
+    #[arg(short = 'f', long, help_heading = H_OUTPUT, value_name = "FORMAT", num_args = 1..,
+          value_delimiter = ',', value_parser = FormatNames, hide_possible_values = true)]
     pub output_format: Vec<String>,
     /// Also write the tool configuration (e.g. out_config.json)
     #[arg(long, help_heading = H_OUTPUT, value_name = "BOOL", num_args = 0..=1,
@@ -362,4 +363,32 @@ pub struct ProfilerOptions {
           value_parser = PossibleValuesParser::new(["disabled-sdk-contexts", "sdk-buffer-overhead",
               "sdk-callback-overhead", "tool-runtime-overhead", "execution-profile"]))]
     pub benchmark_mode: Option<String>,
+}
+
+/// `-f` values: any text (checked with rocprofv3's separators and message by
+/// [`parse_formats`]), with the format names as possible values for the completion scripts.
+#[derive(Debug, Clone, Copy)]
+struct FormatNames;
+
+impl clap::builder::TypedValueParser for FormatNames {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            crate::format::OutputFormat::ALL
+                .iter()
+                .map(|f| clap::builder::PossibleValue::new(f.name())),
+        ))
+    }
 }

@@ -70,7 +70,7 @@ pub fn attach(
             .filter(|p| p.report.pid == p.root || out.attached.iter().any(|a| a.pid == p.root))
             .collect();
         let jobs: Vec<(agent::Target, Job)> = phase.iter().map(|p| attach_job(env, p)).collect();
-        let outcomes = injector.inject_all(&jobs, parallelism);
+        let outcomes = injector.inject_all(&jobs, parallelism, &|_| {});
         let results = phase
             .iter()
             .zip(outcomes)

@@ -27,6 +27,7 @@ pub struct DetachControl {
     pub stopped_wait: Duration,
     give_up: AtomicBool,
     stopped: Mutex<Vec<i32>>,
+    handed: Mutex<Vec<i32>>,
 }
 
 impl Default for DetachControl {
@@ -42,6 +43,7 @@ impl DetachControl {
             stopped_wait,
             give_up: AtomicBool::new(false),
             stopped: Mutex::new(Vec::new()),
+            handed: Mutex::new(Vec::new()),
         }
     }
 
@@ -53,6 +55,18 @@ impl DetachControl {
     /// The processes whose detach is waiting for them to continue right now.
     pub fn stopped(&self) -> Vec<i32> {
         self.stopped.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The processes whose detach call is in an agent's hands: it runs to its end (and the agent
+    /// restores the thread) whatever becomes of the front end.
+    pub fn handed(&self) -> Vec<i32> {
+        self.handed.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    fn set_handed(&self, pid: i32) {
+        if let Ok(mut s) = self.handed.lock() {
+            s.push(pid);
+        }
     }
 
     fn set_stopped(&self, pid: i32, on: bool) {
@@ -141,6 +155,7 @@ fn detach_stopped(
     loop {
         wait_running(a.pid, ctl, events, &mut w, seen)?;
         let target = detach_target_of(a)?;
+        ctl.set_handed(a.pid);
         match injector.inject(&target, &Job::Detach) {
             Err(e) if stopped_before_call(&e) => seen = Some('T'),
             r => return detached(a.pid, r),
@@ -220,7 +235,8 @@ pub fn detach_with(
             _ => None,
         })
         .collect();
-    let mut outcomes = injector.inject_all(&jobs, parallelism).into_iter();
+    let handed = |i: usize| ctl.set_handed(jobs[i].0.pid);
+    let mut outcomes = injector.inject_all(&jobs, parallelism, &handed).into_iter();
     // Stopped before the detach, or found stopped by it (job control can stop the listener
     // between our state check and the interrupt): these wait, bounded, and try again.
     let mut results: Vec<Option<Result<Detached>>> = prepared

@@ -117,14 +117,21 @@ pub trait Injector: Sync {
         job: &agent::Job,
     ) -> crate::engine::Result<agent::Outcome>;
 
-    /// Run every job, at most `limit` at the same time; results in the order of `jobs`. The
-    /// default runs [`Injector::inject`] on up to `limit` threads.
+    /// Run every job, at most `limit` at the same time; results in the order of `jobs`.
+    /// `handed(i)` is called once job `i` is in its agent's hands (from then on it runs to its
+    /// end whatever becomes of the caller). The default runs [`Injector::inject`] on up to
+    /// `limit` threads.
     fn inject_all(
         &self,
         jobs: &[(agent::Target, agent::Job)],
         limit: usize,
+        handed: &(dyn Fn(usize) + Sync),
     ) -> Vec<crate::engine::Result<agent::Outcome>> {
-        parallel(jobs, limit, |(target, job)| self.inject(target, job))
+        let indexed: Vec<usize> = (0..jobs.len()).collect();
+        parallel(&indexed, limit, |&i| {
+            handed(i);
+            self.inject(&jobs[i].0, &jobs[i].1)
+        })
     }
 }
 
@@ -142,8 +149,9 @@ impl Injector for Agents {
         &self,
         jobs: &[(agent::Target, agent::Job)],
         limit: usize,
+        handed: &(dyn Fn(usize) + Sync),
     ) -> Vec<crate::engine::Result<agent::Outcome>> {
-        self.run_all(jobs, limit)
+        self.run_all(jobs, limit, handed)
     }
 }
 

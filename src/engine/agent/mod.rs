@@ -255,18 +255,27 @@ impl Agents {
     /// Run every job, at most `limit` at the same time, from the calling thread; results in the
     /// order of `jobs`. With the server, requests are pipelined (no thread per job here);
     /// without it, each job forks its own agent, one after the other.
-    pub fn run_all(&self, jobs: &[(Target, Job)], limit: usize) -> Vec<Result<Outcome>> {
+    pub fn run_all(
+        &self,
+        jobs: &[(Target, Job)],
+        limit: usize,
+        handed: &dyn Fn(usize),
+    ) -> Vec<Result<Outcome>> {
         let results = match &self.server {
-            Some(server) => server.run_all(jobs, limit, self.timeouts),
+            Some(server) => server.run_all(jobs, limit, self.timeouts, handed),
             None => (0..jobs.len()).map(|_| None).collect(),
         };
         results
             .into_iter()
             .zip(jobs)
-            .map(|(r, (target, job))| {
+            .enumerate()
+            .map(|(i, (r, (target, job)))| {
                 let outcome = match r {
                     Some(r) => r?,
-                    None => run(target, job, self.timeouts)?,
+                    None => {
+                        handed(i);
+                        run(target, job, self.timeouts)?
+                    }
                 };
                 outcome.log_steps(target, job.name());
                 Ok(outcome)

@@ -170,13 +170,14 @@ impl AgentServer {
 
     /// Run `jobs` with at most `limit` in flight at once, from this one thread: requests go
     /// out as results come back on the socket, so the caller needs no thread, pipe or `poll`
-    /// per job. Results are in the order of `jobs`; None for a job the server did not take (it
+    /// per job; `handed(i)` is told when job `i` is in the server's hands. Results are in the order of `jobs`; None for a job the server did not take (it
     /// is gone), which the caller runs another way.
     pub fn run_all(
         &self,
         jobs: &[(Target, Job)],
         limit: usize,
         timeouts: CallTimeouts,
+        handed: &dyn Fn(usize),
     ) -> Vec<Option<Result<Outcome>>> {
         let mut results: Vec<Option<Result<Outcome>>> = (0..jobs.len()).map(|_| None).collect();
         let Some(sock) = self.sock.as_ref() else {
@@ -193,7 +194,10 @@ impl AgentServer {
                 // A batch of one is the only job in flight: the server runs it itself.
                 let inline = jobs.len() == 1;
                 match self.request(target, job, timeouts, Some(next as u64), None, inline) {
-                    Ok(true) => in_flight += 1,
+                    Ok(true) => {
+                        in_flight += 1;
+                        handed(next);
+                    }
                     Ok(false) => break, // gone: the rest stays None
                     Err(e) => results[next] = Some(Err(e)),
                 }
