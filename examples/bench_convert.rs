@@ -159,7 +159,10 @@ fn child(db: &Path, dir: &Path, format: &str) {
         &[fmt],
         dir,
         format,
-        &ConvertOptions::default(),
+        &ConvertOptions {
+            replace: true,
+            ..ConvertOptions::default()
+        },
     ) {
         Ok(r) => r,
         Err(e) => {

@@ -106,7 +106,7 @@ fn main() {
     let mut cases: Vec<(&str, Vec<String>, PathBuf)> = vec![(
         "pftrace",
         vec![
-            "convert", "-i", &dbs, "-f", "pftrace", "-d", &d, "-o", "bench",
+            "convert", "-i", &dbs, "-f", "pftrace", "-d", &d, "-o", "bench", "--force",
         ]
         .into_iter()
         .map(String::from)
@@ -116,7 +116,7 @@ fn main() {
     if otf2 {
         cases.push((
             "otf2",
-            vec!["convert", "-i", &dbs, "-f", "otf2", "-d", &d, "-o", "bench"]
+            vec!["convert", "-i", &dbs, "-f", "otf2", "-d", &d, "-o", "bench", "--force"]
                 .into_iter()
                 .map(String::from)
                 .collect(),

@@ -504,7 +504,8 @@ fn short_outputs_end_quietly_when_the_reader_is_gone() {
         &["-h"],
         &["--version"],
         &["summary", "-i", db],
-        &["convert", "-i", db, "-d", out_dir],
+        // Twice into one directory: the second replaces the first's files.
+        &["convert", "-i", db, "-d", out_dir, "--force"],
     ];
     for args in cases {
         for reader in [Reader::FirstLine, Reader::Gone] {

@@ -458,3 +458,39 @@ fn summary_json_on_bad_input_is_still_one_document_with_the_error() {
         assert_eq!(doc["domains"], serde_json::json!([]));
     }
 }
+
+#[test]
+fn convert_never_overwrites_existing_files_without_force() {
+    let tmp = tempdir();
+    let a = full_db(&tmp.path().join("a.db"), 1, 1);
+    let out_dir = tmp.path().join("o");
+    std::fs::create_dir(&out_dir).unwrap();
+    // The profiler's own CSV beside its database, under the name a conversion would use.
+    let own = out_dir.join("out_kernel_trace.csv");
+    std::fs::write(&own, "the tool's own file\n").unwrap();
+    let (input, dir) = (a.display().to_string(), out_dir.display().to_string());
+    let out = run(&[
+        "convert", "-i", &input, "-f", "csv", "-d", &dir, "-o", "out",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{err}");
+    assert!(err.contains(&own.display().to_string()), "{err}");
+    assert!(
+        err.contains("already exists") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&own).unwrap(),
+        "the tool's own file\n",
+        "untouched"
+    );
+    assert_eq!(
+        listing(&out_dir),
+        ["out_kernel_trace.csv"],
+        "nothing written"
+    );
+    convert(&[&a], &out_dir, &["csv"], &["--force"]);
+    assert!(std::fs::read_to_string(&own)
+        .unwrap()
+        .starts_with("\"Kind\""));
+}

@@ -30,6 +30,7 @@ pub fn run_convert(c: ConvertArgs) -> ExitCode {
         .collect();
     let mut opts = c.common.options(c.stats);
     opts.group_by_queue = c.group_by_queue;
+    opts.replace = c.force;
     match convert_with(&c.common.inputs, &formats, &c.out_dir, &c.out_name, &opts) {
         Ok(report) => {
             if report.files.is_empty() {

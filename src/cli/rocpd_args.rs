@@ -100,6 +100,7 @@ impl Common {
             time_window: self.window.spec(),
             group_by_queue: false,
             window: None,
+            replace: false,
         }
     }
 }
@@ -162,6 +163,10 @@ pub struct ConvertArgs {
     /// Perfetto/OTF2: one kernel track per agent and queue instead of one per stream.
     #[arg(long)]
     pub group_by_queue: bool,
+    /// Replace output files that already exist (without it, an existing file of this
+    /// conversion's names is an error: nothing of the profiler's own output is overwritten).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Report formats of `summary` and `query`.

@@ -55,6 +55,9 @@ pub struct ConvertOptions {
     /// Convert only the records inside this time range (`None`: all). `convert_with` sets it from
     /// `time_window`.
     pub window: Option<TimeWindow>,
+    /// Replace files of the output's names that already exist (`convert --force`); otherwise
+    /// their presence is an error, so a conversion never overwrites the profiler's own output.
+    pub replace: bool,
 }
 
 /// What a conversion produced.
@@ -125,6 +128,29 @@ pub fn check_not_overwriting(inputs: &[PathBuf], out_dir: &Path, names: &[String
     Ok(())
 }
 
+/// Refuses output names that already exist in `out_dir` (files written earlier, for example by
+/// the profiler itself beside its database).
+pub fn check_not_existing(out_dir: &Path, names: &[String]) -> Result<()> {
+    let existing: Vec<String> = names
+        .iter()
+        .filter(|n| out_dir.join(n).symlink_metadata().is_ok())
+        .cloned()
+        .collect();
+    let Some(first) = existing.first() else {
+        return Ok(());
+    };
+    Err(Error::usage(format!(
+        "{} already exists{} (written earlier, perhaps by the profiler itself); pass --force to replace \
+         {}, or write elsewhere with -d or another name with -o",
+        out_dir.join(first).display(),
+        match existing.len() {
+            1 => String::new(),
+            n => format!(", and {} more of this conversion's file names", n - 1),
+        },
+        if existing.len() == 1 { "it" } else { "them" }
+    )))
+}
+
 fn out_name_invalid(names: &[String]) -> bool {
     names.iter().any(|n| n.contains('/') || n.starts_with('_'))
 }
@@ -148,11 +174,11 @@ pub fn convert_with(
     if want_otf2 {
         otf2::check_available()?;
     }
-    check_not_overwriting(
-        inputs,
-        out_dir,
-        &candidate_names(formats, out_name, opts.stats),
-    )?;
+    let names = candidate_names(formats, out_name, opts.stats);
+    check_not_overwriting(inputs, out_dir, &names)?;
+    if !opts.replace {
+        check_not_existing(out_dir, &names)?;
+    }
     let dbs = reader::open_all(inputs)?;
     let sources = reader::all_sources(&dbs)?;
     let window = opts.time_window.resolve(&sources)?;
@@ -195,8 +221,9 @@ pub fn convert_with(
 }
 
 /// Converts `inputs` to `formats` (CSV, JSON, Perfetto, OTF2; rocpd is skipped) in `out_dir`
-/// with file names starting `out_name_`. Returns the files written (an OTF2 archive as its
-/// anchor file, its `.def` file and its event directory).
+/// with file names starting `out_name_`, replacing files of those names (a session converts what
+/// its own tool did not write). Returns the files written (an OTF2 archive as its anchor file,
+/// its `.def` file and its event directory).
 pub fn convert_outputs(
     inputs: &[PathBuf],
     formats: &[OutputFormat],
@@ -208,7 +235,10 @@ pub fn convert_outputs(
         formats,
         out_dir,
         out_name,
-        &ConvertOptions::default(),
+        &ConvertOptions {
+            replace: true,
+            ..ConvertOptions::default()
+        },
     )?
     .files)
 }
