@@ -19,6 +19,7 @@ pub mod reattach;
 pub mod session;
 pub mod signals;
 pub mod targets;
+pub mod templates;
 pub mod toolpath;
 
 pub use error::{Error, Result};

@@ -7,6 +7,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+pub use crate::attach::templates::{Facts, Pattern, Piece};
+
 /// Limits of one scan, so a huge or looping directory can never stall a session.
 const MAX_DEPTH: usize = 8;
 const MAX_ENTRIES: usize = 200_000;
@@ -22,15 +24,21 @@ pub struct WrittenFile {
     pub size: u64,
 }
 
-/// The state of an output directory before a session.
+/// The state of an output directory before a session: the files one expanded output template
+/// can name ([`crate::attach::templates`]), nothing else.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    /// The processes sharing this root directory: any one still alive gives the view.
+    /// The processes sharing this root directory and template: any one still alive gives the view.
     pids: Vec<i32>,
+    /// The directory the template's files lie under (as the target sees it).
     target_root: PathBuf,
-    /// Whether the directory may be read in our own view once every process has exited (the
-    /// processes share our root directory, or `/proc/PID/root` was refused from the start).
+    /// Whether the directory may be read in our own view: the processes share our root
+    /// directory, or `/proc/PID/root` was refused from the start.
     own_view: bool,
+    /// The expanded template: its path components below `target_root`, and the whole of it.
+    components: Vec<regex::Regex>,
+    open_dir: bool,
+    whole: regex::Regex,
     /// Files by path relative to the scanned root.
     files: HashMap<PathBuf, (u64, Option<SystemTime>)>,
 }
@@ -53,45 +61,56 @@ pub fn static_prefix(dir: &Path) -> PathBuf {
 }
 
 impl Snapshot {
-    /// Record the files under `dir` as seen by process `pid`.
-    pub fn take(pid: i32, dir: &Path) -> Snapshot {
-        let target_root = static_prefix(dir);
+    /// Record the files that `pattern` (the expanded `<dir>/<file>` template of process `pid`)
+    /// can name, as seen by process `pid`.
+    pub fn take(pid: i32, pattern: &Pattern) -> Snapshot {
+        let target_root = pattern.base_dir();
         let via_proc = procfs::in_root(pid, &target_root);
         // Reading through /proc/PID/root needs ptrace-level access; fall back to our own view
         // (same mount namespace in the common case) when it is refused.
         let refused = std::fs::metadata(&via_proc).is_err() && target_root.exists();
         let root_id = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
         let shares_ours = root_id(&format!("/proc/{pid}/root")) == root_id("/proc/self/root");
-        let scan_root = if refused {
-            target_root.clone()
-        } else {
-            via_proc
-        };
-        let mut files = HashMap::new();
-        scan(&scan_root, &scan_root, 0, &mut files);
-        Snapshot {
+        let mut snap = Snapshot {
             pids: vec![pid],
             target_root,
             own_view: refused || shares_ours,
-            files,
+            components: pattern.components(),
+            open_dir: matches!(pattern.0.last(), Some(Piece::Text(t)) if t.ends_with('/')),
+            whole: pattern.regex(),
+            files: HashMap::new(),
+        };
+        if let Some(root) = snap.root_now() {
+            let mut files = HashMap::new();
+            snap.scan(&root, &root, 0, false, &mut files);
+            snap.files = files;
         }
+        snap
     }
 
-    /// Another process with the same root directory: its view serves if the first one exits.
+    /// Another process with the same root directory and template: its view serves if the first
+    /// one exits.
     pub fn also_seen_by(&mut self, pid: i32) {
         if !self.pids.contains(&pid) {
             self.pids.push(pid);
         }
     }
 
-    /// Where the directory can be read now: through the root of a process that is still alive,
-    /// else in our own view when that is the same directory.
-    fn root_now(&self) -> Option<PathBuf> {
+    /// The directory the template's files lie under, as the target sees it.
+    pub fn dir(&self) -> &Path {
+        &self.target_root
+    }
+
+    /// Where the directory can be read now: in our own view when the target shares it (a plain
+    /// path, valid after the target exits), else through the root of a process that is alive.
+    pub fn root_now(&self) -> Option<PathBuf> {
+        if self.own_view {
+            return Some(self.target_root.clone());
+        }
         self.pids
             .iter()
             .map(|&pid| procfs::in_root(pid, &self.target_root))
             .find(|via| std::fs::metadata(via).is_ok())
-            .or_else(|| self.own_view.then(|| self.target_root.clone()))
     }
 
     /// Files created or modified since the snapshot, sorted by path.
@@ -100,7 +119,7 @@ impl Snapshot {
             return Vec::new();
         };
         let mut now = HashMap::new();
-        scan(&root, &root, 0, &mut now);
+        self.scan(&root, &root, 0, false, &mut now);
         let mut out: Vec<WrittenFile> = now
             .into_iter()
             .filter(|(rel, meta)| self.files.get(rel) != Some(meta))
@@ -113,35 +132,67 @@ impl Snapshot {
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out
     }
-}
 
-fn scan(
-    root: &Path,
-    dir: &Path,
-    depth: usize,
-    files: &mut HashMap<PathBuf, (u64, Option<SystemTime>)>,
-) {
-    if depth > MAX_DEPTH || files.len() >= MAX_ENTRIES {
-        return;
-    }
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in rd.flatten() {
-        let Ok(ft) = entry.file_type() else { continue };
-        let path = entry.path();
-        if ft.is_dir() {
-            scan(root, &path, depth + 1, files);
-        } else if ft.is_file() {
-            if let Ok(m) = entry.metadata() {
-                let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-                files.insert(rel, (m.len(), m.modified().ok()));
-            }
-        }
-        if files.len() >= MAX_ENTRIES {
+    /// Collect the files under `dir` (`depth` levels below the root) that the template names:
+    /// only directories matching the template's component at their depth are entered; below a
+    /// name matching the whole template (`<prefix>_results/` of OTF2), everything (`all`).
+    fn scan(
+        &self,
+        root: &Path,
+        dir: &Path,
+        depth: usize,
+        all: bool,
+        files: &mut HashMap<PathBuf, (u64, Option<SystemTime>)>,
+    ) {
+        if depth > MAX_DEPTH || files.len() >= MAX_ENTRIES {
             return;
         }
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let n = self.components.len();
+        for entry in rd.flatten() {
+            let Ok(ft) = entry.file_type() else { continue };
+            let path = entry.path();
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+            let named = all
+                || (self.open_dir && depth >= n)
+                || (depth + 1 >= n
+                    && self
+                        .whole
+                        .is_match(&self.target_root.join(&rel).to_string_lossy()));
+            if ft.is_dir() {
+                let on_path = depth + 1 < n || (self.open_dir && depth < n);
+                let component_ok = self
+                    .components
+                    .get(depth)
+                    .is_some_and(|c| c.is_match(&entry.file_name().to_string_lossy()));
+                if named || (on_path && component_ok) {
+                    self.scan(root, &path, depth + 1, named, files);
+                }
+            } else if ft.is_file() && named {
+                if let Ok(m) = entry.metadata() {
+                    files.insert(rel, (m.len(), m.modified().ok()));
+                }
+            }
+            if files.len() >= MAX_ENTRIES {
+                return;
+            }
+        }
     }
+}
+
+/// The size of a file, or of everything in a directory (an OTF2 archive): its contents summed.
+pub fn disk_size(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    std::fs::read_dir(path)
+        .map(|rd| rd.flatten().map(|e| disk_size(&e.path())).sum())
+        .unwrap_or(0)
 }
 
 /// The PID among `pids` that a file belongs to, judged by a number token equal to the PID in
@@ -157,21 +208,9 @@ pub fn owner(path: &Path, pids: &[i32]) -> Option<i32> {
         .find(|p| tokens.contains(&p.to_string().as_str()))
 }
 
-/// Variables holding the MPI rank, in the order rocprofv3 consults them for `%rank%` (after
-/// `SLURM_PROCID`).
-const RANK_VARIABLES: [&str; 6] = [
-    "SLURM_PROCID",
-    "MPI_RANK",
-    "MPI_LOCALRANKID",
-    "MPI_RANKID",
-    "MV2_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_RANK",
-];
-
-/// The path prefix process `pid`'s tool will write under: `<dir>/<file>` with the per-process
-/// keys expanded as the tool does (`%pid%`, `%ppid%`, `%hostname%`, `%rank%`, `%job%`,
-/// `%env{NAME}%`). None when the template uses a key not handled here, or the process cannot
-/// be read; callers then fall back to [`owner`].
+/// The path prefix process `pid`'s tool will write under: `<dir>/<file>` with every key expanded
+/// as the tool does ([`crate::attach::templates`]). None when the template uses a key whose value
+/// cannot be known from here, or the process cannot be read; callers then fall back to [`owner`].
 pub fn expected_prefix(pid: i32, dir: &Path, file: &str) -> Option<String> {
     expected_prefix_with(pid, dir, file, None, None)
 }
@@ -185,82 +224,25 @@ pub fn expected_prefix_with(
     environ: Option<&[(String, String)]>,
     own_pid: Option<i32>,
 ) -> Option<String> {
-    let template = format!("{}/{}", dir.display(), file);
-    if !template.contains('%') {
-        return Some(template);
-    }
-    // The environment is needed only for the keys that use it (not for the default name); the
-    // preflight's copy is used when the caller has it.
-    let needs_env = ["%rank%", "%job%", "%env{"]
-        .iter()
-        .any(|k| template.contains(k));
-    let read;
-    let env: &[(String, String)] = match environ {
-        Some(env) => env,
-        None if needs_env => {
-            read = procfs::environ(pid).ok()?;
-            &read[..]
-        }
-        None => &[],
-    };
-    let var = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
-    let mut out = String::new();
-    let mut rest = template.as_str();
-    while let Some(i) = rest.find('%') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        let end = after.find('%')?;
-        let key = &after[..end];
-        let value = match key {
-            // The PID the process sees for itself (it may live in another PID namespace).
-            "pid" => match own_pid {
-                Some(own) => own.to_string(),
-                None => match procfs::status(pid).ok()?.ns_pid.last() {
-                    Some(own) => own.to_string(),
-                    None => pid.to_string(),
-                },
-            },
-            "ppid" => {
-                let st = procfs::status(pid).ok()?;
-                if st.ns_pid.len() > 1 {
-                    // Its parent's PID in its own namespace is not known from here.
-                    return None;
-                }
-                st.ppid.to_string()
-            }
-            "hostname" => hostname_of(pid)?,
-            "rank" => RANK_VARIABLES
-                .iter()
-                .find_map(|v| var(v))
-                .unwrap_or("0")
-                .to_string(),
-            "job" => var("SLURM_JOB_ID").unwrap_or("0").to_string(),
-            k if k.starts_with("env{") && k.ends_with('}') => {
-                let v = var(&k[4..k.len() - 1]).unwrap_or("");
-                v.trim_start_matches(['\t', ' ', '/'])
-                    .replace(['\t', ' ', '/'], "_")
-            }
-            _ => return None,
-        };
-        out.push_str(&value);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Some(out)
+    pattern_of(pid, dir, file, environ, own_pid, &[]).exact()
 }
 
-/// The host name process `pid` sees, when it shares our UTS namespace.
-fn hostname_of(pid: i32) -> Option<String> {
-    // Ours is read once per run, however many processes are attached.
-    static OURS: std::sync::OnceLock<Option<(PathBuf, String)>> = std::sync::OnceLock::new();
-    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/uts")).ok();
-    let (our_ns, hostname) = OURS
-        .get_or_init(|| {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
-            Some((ns("self")?, host.trim().to_string()))
-        })
-        .as_ref()?;
-    (ns(&pid.to_string())? == *our_ns).then(|| hostname.clone())
+/// The expanded `<dir>/<file>` template of process `pid`, `sent` being the variables the attach
+/// sets in it (they are in its environment when the tool expands `%env{...}%`).
+pub fn pattern_of(
+    pid: i32,
+    dir: &Path,
+    file: &str,
+    environ: Option<&[(String, String)]>,
+    own_pid: Option<i32>,
+    sent: &[(String, String)],
+) -> Pattern {
+    let template = format!("{}/{}", dir.display(), file);
+    if !crate::attach::options::has_placeholder(&template) {
+        return Pattern(vec![Piece::Text(template)]);
+    }
+    let facts = Facts::of(pid, environ, own_pid, sent);
+    crate::attach::templates::expand(&template, &facts)
 }
 
 /// Which process wrote each file: the one whose [`expected_prefix`] is the longest unique

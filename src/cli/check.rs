@@ -60,7 +60,7 @@ pub fn run_check(
         }
     };
     let explicit = matches!(selection, TargetSelection::Pids(_));
-    let mut worst = ExitCode::Success;
+    let mut codes = Vec::new();
     let mut results = Vec::new();
     let mut skipped = Vec::new();
     for pid in pids {
@@ -98,13 +98,15 @@ pub fn run_check(
                 if e.exit_code() == ExitCode::PermissionDenied {
                     ui.hint(preflight::permission_hint(pid));
                 }
-                if worst == ExitCode::Success {
-                    worst = e.exit_code();
-                }
             }
         }
+        codes.push(
+            r.as_ref()
+                .map_or_else(|e| e.exit_code(), |_| ExitCode::Success),
+        );
         results.push(json::check_result(pid, &r));
     }
+    let mut worst = predicted_code(&codes);
     if results.is_empty() && !skipped.is_empty() {
         let e = Error::NothingAttachable {
             selection: selection.describe(),
@@ -127,6 +129,23 @@ pub fn run_check(
         );
     }
     worst
+}
+
+/// The exit code a session on these processes would give (docs/exit-codes.md, "Several
+/// processes"): 0 when all can be attached; one process: its own code; none attachable: their
+/// common code when they share one; otherwise 8 (partial). So a PID that does not exist is exit 3
+/// in both `--check` and a session, and a mixed selection is 8 in both.
+fn predicted_code(codes: &[ExitCode]) -> ExitCode {
+    let failed: Vec<ExitCode> = codes
+        .iter()
+        .copied()
+        .filter(|c| *c != ExitCode::Success)
+        .collect();
+    match failed.first() {
+        None => ExitCode::Success,
+        Some(first) if failed.len() == codes.len() && failed.iter().all(|c| c == first) => *first,
+        Some(_) => ExitCode::Partial,
+    }
 }
 
 /// `rocprof-attach --list`: print attachable processes matching the selection. Processes that

@@ -280,7 +280,19 @@ pub fn print_files(report: &SessionReport, by_pid: bool) {
             let _ = writeln!(out, "  PID {pid}:");
         }
         for f in list {
-            let _ = writeln!(out, "  {:>10}  {}", human_size(f.size), f.path.display());
+            match &f.problem {
+                None => {
+                    let _ = writeln!(out, "  {:>10}  {}", human_size(f.size), f.path.display());
+                }
+                Some(p) => {
+                    let _ = writeln!(
+                        out,
+                        "  {:>10}  {}  (INCOMPLETE: {p})",
+                        human_size(f.size),
+                        f.path.display()
+                    );
+                }
+            }
         }
     }
 }
@@ -294,6 +306,7 @@ pub fn print_table(report: &SessionReport) {
         ProcessStatus::Rejected,
         ProcessStatus::Failed,
         ProcessStatus::Exited,
+        ProcessStatus::NotFound,
         ProcessStatus::DetachFailed,
     ]
     .into_iter()

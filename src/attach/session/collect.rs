@@ -15,53 +15,60 @@ use crate::format::OutputFormat;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-/// The output directory as it was before the attach, per distinct target root.
+/// The output directory as it was before the attach: one snapshot per target root and expanded
+/// output template.
 #[derive(Debug)]
 pub struct Collector {
-    snapshots: HashMap<(u64, u64), Snapshot>,
+    snapshots: HashMap<((u64, u64), String), Snapshot>,
     prefixes: Vec<(i32, Option<String>)>,
 }
 
 impl Collector {
-    /// Snapshot the output directory of every planned process (processes in one container share
-    /// one), and the file-name prefix each is expected to write under (several processes only;
-    /// a single process's is expanded after the session).
+    /// Snapshot what the output template of every planned process can name (processes with the
+    /// same root and the same expanded template share one), and the file-name prefix each is
+    /// expected to write under (None where a key cannot be known from here).
     pub fn before(plan: &Plan, req: &AttachRequest) -> Collector {
-        // The preflight read each process's environment: the prefixes are expanded from it.
+        let sent: Vec<(String, String)> = req
+            .env
+            .forwarded()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let mut snapshots = HashMap::new();
+        let mut prefixes = Vec::new();
         for p in &plan.targets {
             let pid = p.report.pid;
-            let key = p.report.root_id;
+            // The preflight read each process's environment: the template is expanded from it.
+            let pattern = outputs::pattern_of(
+                pid,
+                &req.output_dir,
+                &req.output_file,
+                p.report.environ.as_deref(),
+                Some(p.report.own_pid),
+                &sent,
+            );
+            let key = (p.report.root_id, pattern.regex().as_str().to_string());
             snapshots
                 .entry(key)
                 .and_modify(|s: &mut Snapshot| s.also_seen_by(pid))
-                .or_insert_with(|| Snapshot::take(pid, &req.output_dir));
+                .or_insert_with(|| Snapshot::take(pid, &pattern));
+            prefixes.push((pid, pattern.exact()));
         }
-        // Expanded before attaching: a process that exits during the session can still be
-        // credited with its files. With a single process every file is its own: no need to read
-        // its environment on the way to the attach.
-        let several = plan.targets.len() > 1;
-        let prefixes = plan
-            .targets
-            .iter()
-            .map(|p| {
-                let pid = p.report.pid;
-                let prefix = several.then(|| {
-                    outputs::expected_prefix_with(
-                        pid,
-                        &req.output_dir,
-                        &req.output_file,
-                        p.report.environ.as_deref(),
-                        Some(p.report.own_pid),
-                    )
-                });
-                (pid, prefix.flatten())
-            })
-            .collect();
         Collector {
             snapshots,
             prefixes,
         }
+    }
+
+    /// The directories the tool's files lie under (as the targets see them), for messages.
+    fn output_dirs(&self) -> String {
+        let mut dirs: Vec<String> = self
+            .snapshots
+            .values()
+            .map(|s| s.dir().display().to_string())
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        dirs.join(", ")
     }
 
     /// Find the files written, convert what the user asked for and the tool did not write, and
@@ -75,21 +82,8 @@ impl Collector {
         detach: &DetachOutcome,
         events: Events,
     ) -> SessionReport {
-        let mut prefixes = self.prefixes;
-        if let [only] = &plan.targets[..] {
-            // Now that the session is over, the one target's name can be expanded too.
-            let pid = only.report.pid;
-            prefixes = vec![(
-                pid,
-                outputs::expected_prefix_with(
-                    pid,
-                    &req.output_dir,
-                    &req.output_file,
-                    only.report.environ.as_deref(),
-                    Some(only.report.own_pid),
-                ),
-            )];
-        }
+        let prefixes = self.prefixes.clone();
+        let output = self.output_dirs();
         let mut files: Vec<WrittenFile> = self
             .snapshots
             .values()
@@ -122,6 +116,7 @@ impl Collector {
             .into_iter()
             .zip(owners)
             .map(|(f, pid)| FileReport {
+                problem: super::verify::problem(&f.host_path),
                 path: f.path,
                 host_path: f.host_path,
                 size: f.size,
@@ -139,12 +134,48 @@ impl Collector {
                 }
             );
         }
-        let output = outputs::static_prefix(&req.output_dir)
-            .display()
-            .to_string();
         let (mut messages, mut exit_code) = verdict(&processes, files.is_empty(), &output, || {
-            no_output_hint(req, attach)
+            no_output_hint(req, attach, &output)
         });
+        let bad: Vec<&FileReport> = files.iter().filter(|f| f.problem.is_some()).collect();
+        if !bad.is_empty() {
+            // Nothing written is not success: name the files, their state and the cause.
+            let list: Vec<String> = bad
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{} is {}",
+                        f.path.display(),
+                        f.problem.as_deref().unwrap_or("")
+                    )
+                })
+                .collect();
+            let dir = bad[0]
+                .host_path
+                .parent()
+                .unwrap_or(std::path::Path::new("/"));
+            messages.push(Message {
+                severity: Severity::Error,
+                text: format!(
+                    "the output is incomplete: {} of {} file{} written {} not whole ({}); {}",
+                    bad.len(),
+                    files.len(),
+                    super::plural(files.len()),
+                    if bad.len() == 1 { "is" } else { "are" },
+                    list.join("; "),
+                    super::verify::space_cause(dir)
+                ),
+            });
+            if matches!(exit_code, ExitCode::Success | ExitCode::FormatMissing) {
+                exit_code = ExitCode::NoOutput;
+            }
+        }
+        for w in super::verify::empty_captures(&req.env, &files) {
+            messages.push(Message {
+                severity: Severity::Warning,
+                text: w,
+            });
+        }
         if !files.is_empty() {
             if let Some(m) = missing_formats(req, &files) {
                 messages.push(Message {
@@ -173,10 +204,11 @@ fn convert_missing_formats(
     files: &[WrittenFile],
     events: Events,
 ) -> Vec<WrittenFile> {
-    let dbs: Vec<PathBuf> = files
+    let dbs: Vec<&WrittenFile> = files
         .iter()
         .filter(|f| f.host_path.extension().is_some_and(|e| e == "db"))
-        .map(|f| f.host_path.clone())
+        // A truncated database is reported as such, not converted.
+        .filter(|f| super::verify::problem(&f.host_path).is_none())
         .collect();
     if dbs.is_empty() {
         return Vec::new();
@@ -199,8 +231,11 @@ fn convert_missing_formats(
         })
         .collect();
     let mut out = Vec::new();
-    for db in dbs {
+    for file in dbs {
+        let db = &file.host_path;
         let dir = db.parent().map(PathBuf::from).unwrap_or_default();
+        // Where the target sees that directory: what the user typed, not /proc/PID/root/...
+        let plain_dir = file.path.parent().map(PathBuf::from).unwrap_or_default();
         let stem = db.file_name().map(|n| {
             n.to_string_lossy()
                 .trim_end_matches("_results.db")
@@ -212,14 +247,16 @@ fn convert_missing_formats(
         // does not cost the others.
         for format in &missing {
             tracing::debug!("converting {} to {format}", db.display());
-            match crate::rocpd::convert_outputs(std::slice::from_ref(&db), &[*format], &dir, &name)
-            {
+            match crate::rocpd::convert_outputs(std::slice::from_ref(db), &[*format], &dir, &name) {
                 Ok(written) => out.extend(written.into_iter().map(|p| {
-                    let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
                     WrittenFile {
-                        path: p.clone(),
+                        path: p
+                            .strip_prefix(&dir)
+                            .map(|rel| plain_dir.join(rel))
+                            .unwrap_or_else(|_| p.clone()),
+                        // A directory (an OTF2 archive) is sized by its contents.
+                        size: outputs::disk_size(&p),
                         host_path: p,
-                        size,
                     }
                 })),
                 Err(e) => events(Event::Warning {
@@ -264,30 +301,78 @@ fn missing_formats(req: &AttachRequest, files: &[FileReport]) -> Option<String> 
     let have_db = files
         .iter()
         .any(|f| is_format(&f.path, OutputFormat::Rocpd));
-    let why = if have_db {
-        "converting the rocpd database to it failed (see the warning above; otf2 needs a build with \
-         the OTF2 library)"
-    } else {
-        "there is no rocpd database to convert it from"
+    let asked_rocpd = req.formats.contains(&OutputFormat::Rocpd);
+    let (why, fix) = match (have_db, asked_rocpd) {
+        (true, _) => (
+            "converting the rocpd database to it failed (see the warning above; otf2 needs a build with \
+             the OTF2 library)",
+            "fix the cause in the warning and convert later with `rocprof-attach convert`",
+        ),
+        (false, true) => (
+            "the tool wrote no rocpd database either, although rocpd was asked for, so there is nothing to \
+             convert it from",
+            "check that the tool library writes rocpd (rocprofv3's tool does) and that the target ran the \
+             traced work during the window",
+        ),
+        (false, false) => (
+            "there is no rocpd database to convert it from",
+            "add rocpd to --output-format (e.g. -f FORMATS rocpd) so that rocprof-attach can convert the \
+             database, or convert later with `rocprof-attach convert`",
+        ),
     };
     Some(format!(
         "no {} output was produced although it was asked for with --output-format: the tool wrote none and {why}. \
-         Fix: add rocpd to --output-format (e.g. -f {} rocpd) so that rocprof-attach can convert the database, \
-         or convert later with `rocprof-attach convert`",
+         Fix: {}",
         missing.join(", "),
-        missing.join(" ")
+        fix.replace("FORMATS", &missing.join(" "))
     ))
 }
 
-fn no_output_hint(req: &AttachRequest, attach: &AttachOutcome) -> String {
+/// Whether a tool library is mapped in process `pid` now (None when its maps cannot be read,
+/// for instance because it exited).
+fn tool_loaded(pid: i32) -> Option<bool> {
+    let maps = crate::engine::procfs::maps(pid).ok()?;
+    Some(!crate::attach::reattach::loaded_tools(pid, &maps).is_empty())
+}
+
+/// Why no file appeared, from what is observed: whether the tool is loaded in each target.
+fn no_output_hint(req: &AttachRequest, attach: &AttachOutcome, dirs: &str) -> String {
     let tools: Vec<&str> = attach.attached.iter().map(|a| a.tool.as_str()).collect();
+    let tools = tools.join(", ");
+    let loaded: Vec<(i32, Option<bool>)> = attach
+        .attached
+        .iter()
+        .map(|a| (a.pid, tool_loaded(a.pid)))
+        .collect();
+    let not_loaded: Vec<i32> = loaded
+        .iter()
+        .filter(|(_, l)| *l == Some(false))
+        .map(|(p, _)| *p)
+        .collect();
+    let all_loaded = loaded.iter().all(|(_, l)| *l == Some(true));
+    let no_data =
+        "no enabled service produced data during the window (choose tracing options that match \
+                   what the target does, or profile longer with --attach-duration-msec)";
+    let cause = if !not_loaded.is_empty() {
+        format!(
+            "the tool library ({tools}) is not loaded in process{} {}: it did not load (check the target's \
+             stderr; pass an absolute path with -t)",
+            super::plural(not_loaded.len()),
+            super::join(&not_loaded)
+        )
+    } else if all_loaded {
+        format!(
+            "the tool library ({tools}) is loaded in the target but wrote no file there: {no_data}, or it \
+             writes elsewhere than -d/-o say"
+        )
+    } else {
+        format!(
+            "the tool library ({tools}) did not load in the target (check the target's stderr; pass an \
+             absolute path with -t); {no_data}"
+        )
+    };
     let mut msg = format!(
-        "the session ran but no output file appeared under {} (as seen by the target). Likely causes: \
-         the tool library ({}) did not load in the target (check the target's stderr; pass an absolute path with -t); \
-         no enabled service produced data during the window (choose tracing options that match what the target does, \
-         or profile longer with --attach-duration-msec)",
-        outputs::static_prefix(&req.output_dir).display(),
-        tools.join(", ")
+        "the session ran but no output file appeared under {dirs} (as seen by the target). Likely cause: {cause}"
     );
     if !req.sync_output {
         msg.push_str(

@@ -17,6 +17,7 @@ mod detach;
 mod events;
 mod plan;
 mod report;
+mod verify;
 mod wait;
 
 pub use attach::{attach, attach_one, AttachOutcome, Attachment};

@@ -20,8 +20,11 @@ pub enum ProcessStatus {
     Rejected,
     /// Preflight, injection or detach failed.
     Failed,
-    /// The process exited before or during the session.
+    /// The process exited during the session (it was found, and attached or being attached).
     Exited,
+    /// The process did not exist when the session looked for it (never existed, or exited
+    /// before the preflight): the same words and exit code (3) as `--check`.
+    NotFound,
     /// Attached, but the detach failed, timed out, was rejected or could not run (the process is
     /// stopped): the profiler may still be active in it.
     DetachFailed,
@@ -35,6 +38,7 @@ impl ProcessStatus {
             ProcessStatus::Rejected => "rejected",
             ProcessStatus::Failed => "failed",
             ProcessStatus::Exited => "exited",
+            ProcessStatus::NotFound => "not-found",
             ProcessStatus::DetachFailed => "detach-failed",
         }
     }
@@ -72,6 +76,8 @@ pub struct FileReport {
     pub size: u64,
     /// The process it belongs to, when it could be attributed.
     pub pid: Option<i32>,
+    /// What is wrong with it when it is not complete (empty, truncated), else None.
+    pub problem: Option<String>,
 }
 
 /// How serious a [`Message`] is.
@@ -212,6 +218,13 @@ pub(super) fn results_of(
             .find(|f| f.pid == pid);
         if let Some(f) = failed {
             row.status = classify(&f.error);
+            // Gone before the preflight could find it: "not found", as `--check` says.
+            if matches!(f.error, Error::ProcessGone { .. })
+                && a.is_none()
+                && plan.failures.iter().any(|p| p.pid == pid)
+            {
+                row.status = ProcessStatus::NotFound;
+            }
             row.reason = short_reason(&f.error);
             row.exit_code = f.error.exit_code();
         } else if exited.contains(&pid) {

@@ -1,0 +1,345 @@
+//! What a session says about the tool's output, against the C stand-ins: templates expanded as
+//! the tool does (issue 19 item 3), incomplete output (item 4), asynchronous output (item 6) and
+//! the facts in the report (item 7).
+
+mod common;
+#[path = "rocpd_common/mod.rs"]
+mod rocpd_common;
+
+use common::{rocprof_attach, tool_lib, Target, TargetOpts};
+
+/// `--attach PID -t TOOL --attach-duration-msec 50` and the rest.
+fn session(t: &Target, rest: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let pid = t.pid.to_string();
+    let tool = tool_lib();
+    let mut args = vec![
+        "--attach",
+        &pid,
+        "-t",
+        tool.to_str().unwrap(),
+        "--attach-duration-msec",
+        "50",
+    ];
+    args.extend(rest);
+    rocprof_attach(&args, env).finish()
+}
+
+/// The files the report lists (the lines after "wrote N files").
+fn listed(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .skip_while(|l| !l.contains("wrote"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  ") && !l.trim_start().starts_with("PID"))
+        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn cwd_template_names_only_the_targets_own_output() {
+    let t = Target::spawn(TargetOpts::default());
+    // The target runs in its temporary directory: %cwd% is that directory, not ours.
+    let (code, stdout, stderr) = session(
+        &t,
+        &["--kernel-trace", "-d", "%cwd%/out", "-o", "r%ppid%/run"],
+        &[],
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let ppid = std::process::id();
+    let expect = t
+        .dir
+        .path()
+        .join(format!("out/r{ppid}/run_{}_standin_trace.csv", t.pid));
+    assert!(expect.exists(), "{stdout}\n{stderr}");
+    assert_eq!(
+        listed(&stdout),
+        vec![expect.display().to_string()],
+        "exactly the tool's file, nothing of / scanned: {stdout}"
+    );
+}
+
+#[test]
+fn a_pid_that_does_not_exist_is_not_found_in_a_session_as_in_check() {
+    let t = Target::spawn(TargetOpts::default());
+    let gone = "2147483000";
+    let list = format!("{},{gone}", t.pid);
+    let out = t.dir.path().join("out");
+    let tool = tool_lib();
+    let common = [
+        "--attach",
+        &list,
+        "-t",
+        tool.to_str().unwrap(),
+        "-d",
+        out.to_str().unwrap(),
+    ];
+    let mut s = common.to_vec();
+    s.extend(["--kernel-trace", "--attach-duration-msec", "50", "--json"]);
+    let (code, stdout, stderr) = rocprof_attach(&s, &[]).finish();
+    assert_eq!(code, 8, "one attached, one not found: {stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let row = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == 2147483000)
+        .unwrap()
+        .clone();
+    assert_eq!(row["status"], "not_found", "{row}");
+    assert_eq!(row["exit_code"], 3, "{row}");
+    let mut c = common.to_vec();
+    c.extend(["--check", "--json"]);
+    let (check_code, check_out, check_err) = rocprof_attach(&c, &[]).finish();
+    assert_eq!(
+        check_code, code,
+        "--check predicts the session's code: {check_err}"
+    );
+    let check: serde_json::Value = serde_json::from_str(&check_out).expect("json");
+    let gone_row = check["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == 2147483000)
+        .unwrap()
+        .clone();
+    assert_eq!(gone_row["exit_code"], 3);
+    let words = "process 2147483000 does not exist";
+    assert!(check_err.contains(words), "{check_err}");
+    assert!(
+        row["reason"].as_str().unwrap().contains(words),
+        "same words in both: {row}"
+    );
+}
+
+#[test]
+fn converted_files_have_plain_paths_and_directories_their_real_size() {
+    let scratch = tempfile::tempdir().unwrap();
+    let db = rocpd_common::full_db(&scratch.path().join("source.db"), 4242, 7);
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_TOOL_COPY_DB".into(), db.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let out = t.dir.path().join("out");
+    let mut formats = vec!["csv", "rocpd"];
+    if cfg!(have_otf2) {
+        formats.push("otf2");
+    }
+    let mut rest = vec![
+        "--kernel-trace",
+        "-d",
+        out.to_str().unwrap(),
+        "-o",
+        "run",
+        "--json",
+        "--output-format",
+    ];
+    rest.extend(&formats);
+    let (code, stdout, stderr) = session(&t, &rest, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let files = doc["files"].as_array().unwrap();
+    assert!(files.len() >= 3, "{doc}");
+    for f in files {
+        let path = f["path"].as_str().unwrap();
+        assert!(
+            path.starts_with(out.to_str().unwrap()),
+            "as the user typed it: {path}"
+        );
+        assert!(!path.contains("/proc/"), "{path}");
+        assert!(!f["host_path"].as_str().unwrap().contains("/proc/"), "{f}");
+    }
+    if cfg!(have_otf2) {
+        let archive = files
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with("_results"))
+            .expect("the OTF2 archive directory");
+        let real: u64 = walk(std::path::Path::new(archive["path"].as_str().unwrap()));
+        assert_eq!(archive["size"].as_u64().unwrap(), real, "{archive}");
+        let dir_entry = std::fs::metadata(archive["path"].as_str().unwrap())
+            .unwrap()
+            .len();
+        assert!(
+            real != dir_entry,
+            "not the directory entry's own size: {real}"
+        );
+    }
+    // Valid paths, not through the target's /proc entry (dead once it exits).
+    for f in files {
+        assert!(std::path::Path::new(f["path"].as_str().unwrap()).exists());
+    }
+}
+
+fn walk(p: &std::path::Path) -> u64 {
+    let m = std::fs::metadata(p).unwrap();
+    if !m.is_dir() {
+        return m.len();
+    }
+    std::fs::read_dir(p)
+        .unwrap()
+        .map(|e| walk(&e.unwrap().path()))
+        .sum()
+}
+
+#[test]
+fn hints_follow_what_was_observed() {
+    // The tool loads but writes nothing: not "did not load".
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_TOOL_NO_OUTPUT".into(), "1".into())],
+        ..Default::default()
+    });
+    let out = t.dir.path().join("out");
+    let (code, _, stderr) = session(&t, &["--kernel-trace", "-d", out.to_str().unwrap()], &[]);
+    assert_eq!(code, 9, "{stderr}");
+    assert!(stderr.contains("is loaded in the target"), "{stderr}");
+    assert!(!stderr.contains("did not load"), "{stderr}");
+    // rocpd was asked for: the exit-12 hint does not say "add rocpd".
+    let t = Target::spawn(TargetOpts::default());
+    let out = t.dir.path().join("out");
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--kernel-trace",
+            "-d",
+            out.to_str().unwrap(),
+            "-f",
+            "pftrace",
+            "rocpd",
+        ],
+        &[],
+    );
+    assert_eq!(code, 12, "{stderr}");
+    assert!(stderr.contains("rocpd was asked for"), "{stderr}");
+    assert!(!stderr.contains("add rocpd"), "{stderr}");
+}
+
+#[test]
+fn an_empty_capture_is_a_warning_naming_the_option() {
+    let scratch = tempfile::tempdir().unwrap();
+    let path = scratch.path().join("empty.db");
+    let mut w = rocpd_common::writer(&path, 4242, 3);
+    rocpd_common::agents(&mut w, (0, 0), (1, 1));
+    w.finish().unwrap();
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_TOOL_COPY_DB".into(), path.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let out = t.dir.path().join("out");
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--kernel-trace",
+            "--memory-copy-trace",
+            "-d",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("--kernel-trace collected nothing") && stderr.contains("kernel dispatches"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--memory-copy-trace collected nothing"),
+        "{stderr}"
+    );
+    // A database with events gives no such warning.
+    let full = rocpd_common::full_db(&scratch.path().join("full.db"), 4242, 7);
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_TOOL_COPY_DB".into(), full.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let out = t.dir.path().join("out");
+    let (code, _, stderr) = session(&t, &["--kernel-trace", "-d", out.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("collected nothing"), "{stderr}");
+}
+
+/// A 1 MiB tmpfs mounted on `dir` (root only), unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+
+    /// Fill it until `leave` bytes are free.
+    fn fill(&self, leave: u64) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        let chunk = vec![0u8; 4096];
+        loop {
+            let s = nix::sys::statvfs::statvfs(&self.0).unwrap();
+            let free = s.blocks_available() * s.fragment_size();
+            if free <= leave || f.write_all(&chunk).is_err() {
+                break;
+            }
+            f.flush().unwrap();
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_a_failure_that_names_enospc_and_the_files() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let db = rocpd_common::full_db(&scratch.path().join("source.db"), 4242, 7);
+    for (leave, state) in [(0u64, "empty (0 bytes)"), (16 * 1024, "truncated")] {
+        let t = Target::spawn(TargetOpts {
+            env: vec![("STANDIN_TOOL_COPY_DB".into(), db.to_str().unwrap().into())],
+            ..Default::default()
+        });
+        let out = t.dir.path().join("out");
+        let Some(fs) = Tmpfs::mount(&out) else {
+            panic!("mount -t tmpfs failed although we are root");
+        };
+        fs.fill(leave);
+        let (code, stdout, stderr) = session(
+            &t,
+            &[
+                "--kernel-trace",
+                "-d",
+                out.to_str().unwrap(),
+                "-o",
+                "run",
+                "-f",
+                "csv",
+                "rocpd",
+            ],
+            &[],
+        );
+        assert_eq!(code, 9, "never success: {stdout}\n{stderr}");
+        assert!(stderr.contains("ENOSPC"), "{stderr}");
+        assert!(stderr.contains("the output is incomplete"), "{stderr}");
+        assert!(stderr.contains(state), "{state}: {stderr}");
+        assert!(stdout.contains("INCOMPLETE"), "{stdout}");
+        let names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.ends_with(".csv") || n.starts_with('.')),
+            "no conversion of a truncated database, no temporaries left: {names:?}"
+        );
+    }
+}
