@@ -4,6 +4,7 @@
 //! * [`session`]: composes the attach layer's plan → attach → wait → detach → collect;
 //! * [`render`]: progress lines and warnings from the session's events, the status line, the
 //!   file list and the per-process table;
+//! * [`finish`]: `--detach -p PID`, which finishes a session left active;
 //! * [`check`]: `--check` and `--list`; [`rocpd`]: the `convert` and `summary` subcommands;
 //! * [`completions`]: the `completions` subcommand's shells and scripts;
 //! * [`early`]: what `main` decides from the raw arguments before parsing them;
@@ -22,6 +23,7 @@ pub mod completions;
 pub mod crash;
 pub mod early;
 pub mod error;
+pub mod finish;
 pub mod help;
 pub mod json;
 pub mod logging;
@@ -79,7 +81,7 @@ where
             return e.exit_code();
         }
     };
-    if !matches!(inv.action, Action::Attach(_)) {
+    if !matches!(inv.action, Action::Attach(_) | Action::Detach { .. }) {
         crate::engine::agent::discard_prestarted();
     }
     match logging::filter(inv.verbose, inv.quiet, env.get(logging::LOG_VARIABLE)) {
@@ -118,6 +120,7 @@ where
         ),
         Action::List(selection) => check::run_list(&selection, &ui, inv.verbose > 0, inv.json),
         Action::Attach(req) => session::run(*req, &ui, inv.json),
+        Action::Detach { pids, stopped_wait } => finish::run(&pids, stopped_wait, &ui),
     };
     code
 }
