@@ -116,10 +116,12 @@ fn main() {
     if otf2 {
         cases.push((
             "otf2",
-            vec!["convert", "-i", &dbs, "-f", "otf2", "-d", &d, "-o", "bench", "--force"]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            vec![
+                "convert", "-i", &dbs, "-f", "otf2", "-d", &d, "-o", "bench", "--force",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect(),
             dir.join("bench_results"),
         ));
     }

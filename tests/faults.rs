@@ -236,12 +236,31 @@ fn trial(subject: &mut Option<Subject>, step: Step, action: Action, label: &str)
     assert!(s.t.alive(), "{context}: target died");
     s.t.assert_heartbeat();
     s.pristine.assert_same(&s.t, &context);
+    if action == Action::KillFrontEnd {
+        finish_stranded(&s.t, &context);
+        assert_eq!(s.new_records(), ["detach=0"], "{context}");
+    }
     // And it can be attached again.
     let (code, _, stderr) = session(&s.t, &[]).finish();
     assert_eq!(code, 0, "{context}: final clean session: {stderr}");
     assert_eq!(s.new_records(), ["attach=0", "detach=0"], "{context}");
     s.pristine
         .assert_same(&s.t, &format!("{context}, after the clean session"));
+}
+
+/// A session whose front end was killed (or whose detach failed) may still be active: a new
+/// session is refused with the fix until `rocprof-attach --detach -p PID` finishes it.
+fn finish_stranded(t: &Target, context: &str) {
+    let (code, _, stderr) = session(t, &[]).finish();
+    assert_eq!(
+        code, 4,
+        "{context}: refused while a session is active: {stderr}"
+    );
+    let fix = format!("rocprof-attach --detach -p {}", t.pid);
+    assert!(stderr.contains(&fix), "{context}: {stderr}");
+    let pid = t.pid.to_string();
+    let (code, _, stderr) = rocprof_attach(&["--detach", "-p", &pid], &[]).finish();
+    assert_eq!(code, 0, "{context}: --detach: {stderr}");
 }
 
 fn grid(step: Step) {
@@ -434,6 +453,9 @@ fn job_control_during_the_detach_call_is_a_bounded_failure_and_the_call_ends_on_
     assert_eq!(s.new_records(), ["attach=0", "detach=0"]);
     s.t.assert_heartbeat();
     s.pristine.assert_same(&s.t, "stopped during the call");
+    // Exit 11 left the session recorded as active: --detach finishes it (a second detach call).
+    finish_stranded(&s.t, "stopped during the call");
+    assert_eq!(s.new_records(), ["detach=0"]);
     let (code, _, stderr) = session(&s.t, &[]).finish();
     assert_eq!(code, 0, "a clean session afterwards: {stderr}");
 }

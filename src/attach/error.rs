@@ -29,6 +29,15 @@ pub enum Error {
         /// Reason and fix.
         reason: String,
     },
+    /// Another session holds the target, or one was left active in it (or, for `--detach`, none
+    /// is recorded): one session per process (see [`crate::attach::claims`]).
+    #[error("{message}")]
+    ActiveSession {
+        /// Process id.
+        pid: i32,
+        /// Who holds the target and since when, or why a session is still active, and the fix.
+        message: String,
+    },
     /// rocprofiler-register in the target returned a non-zero status.
     #[error("process {pid} rejected the {call}: rocprofiler-register returned {status} ({name}: {meaning}); the target keeps running")]
     Rejected {
@@ -116,6 +125,7 @@ impl Error {
             Error::Usage(_) => ExitCode::Usage,
             Error::ProcessGone { .. } => ExitCode::NoSuchProcess,
             Error::NotAttachable { .. } => ExitCode::NotAttachable,
+            Error::ActiveSession { .. } => ExitCode::NotAttachable,
             Error::Rejected { .. } => ExitCode::Rejected,
             Error::TargetExited { .. } => ExitCode::TargetExited,
             Error::NoOutput(_) => ExitCode::NoOutput,

@@ -56,7 +56,9 @@ rocattach_status_t rocattach_attach(int pid);
 rocattach_status_t rocattach_attach_tree(int pid);
 
 /* Detach one process; pid 0 detaches every session of this process and returns SUCCESS.
- * INVALID_ARGUMENT when pid has no session. */
+ * A pid this process did not attach, whose session another front end left active (a failed
+ * detach, a killed front end), is finished. INVALID_ARGUMENT when pid has no session. Attaching
+ * a pid that another session holds, or that has a session left active, is INVALID_ARGUMENT. */
 rocattach_status_t rocattach_detach(int pid);
 
 /* Detach exactly the processes the matching rocattach_attach_tree(pid) attached (recorded list,

@@ -9,9 +9,11 @@
 use super::agent::{self, ExecInjector};
 use super::log::Log;
 use super::status::{self, Status};
+use crate::attach::claims::{Claim, Holder, Purpose, State, FRONT_END_LIBRARY};
 use crate::attach::envbuf::EnvList;
 use crate::attach::preflight::{self, LISTENER_COMM};
-use crate::attach::session::{self, Attachment, Event, Plan};
+use crate::attach::session::{self, AttachRequest, Attachment, DetachOutcome, Event, Plan};
+use crate::attach::targets::TargetSelection;
 use crate::attach::toolpath::{self, DEFAULT_TOOL};
 use crate::attach::Error;
 use crate::engine::procfs;
@@ -25,8 +27,8 @@ pub const TOOL_VARIABLE: &str = "ROCPROF_ATTACH_TOOL_LIBRARY";
 enum Slot {
     /// An attach or detach of this PID is running in some thread.
     Busy,
-    /// Attached; what a detach needs.
-    Attached(Box<Attachment>),
+    /// Attached; what a detach needs, and the claim on the process (one session per target).
+    Attached(Box<(Attachment, Option<Claim>)>),
 }
 
 #[derive(Debug, Default)]
@@ -222,7 +224,37 @@ pub fn attach(pid: i32, tree: bool, log: &Log) -> Status {
     status
 }
 
+/// Who claims a process here: this library, with the output the host's environment names.
+fn holder(pid: i32) -> Holder {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let req = AttachRequest::new(
+        TargetSelection::Pids(vec![pid]),
+        EnvList::from_process(),
+        &cwd,
+    );
+    Holder {
+        front_end: FRONT_END_LIBRARY.into(),
+        output: Some(format!(
+            "{}/{}",
+            req.output_dir.display().to_string().trim_end_matches('/'),
+            req.output_file
+        )),
+        sync_output: Some(req.sync_output),
+    }
+}
+
 fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut Vec<i32>) -> Status {
+    // One session per process, whichever front end holds it: refused before any ptrace.
+    let holder = holder(pid);
+    let claim = match Claim::acquire(pid, &holder, Purpose::Attach) {
+        Ok(c) => Some(c),
+        // The precheck says so, in its own words.
+        Err(Error::ProcessGone { .. }) => None,
+        Err(e) => {
+            log_error(log, &e);
+            return status::of_error(&e);
+        }
+    };
     if let Err(s) = precheck(pid, tool, log) {
         return s;
     }
@@ -239,6 +271,11 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
             return status::of_error(&e);
         }
     };
+    if let Some(c) = claim {
+        plan.claims.insert(c);
+    }
+    // Descendants another session holds (or with a session left active) fail with 2.
+    session::claim_descendants(&mut plan, &holder, &|_| {});
     let mut last = Status::Success;
     for f in &plan.failures {
         log_error(log, &f.error);
@@ -289,7 +326,8 @@ fn record(root: i32, tree: bool, plan: &Plan, attached: Vec<Attachment>) {
         .collect();
     with_registry(|r| {
         for a in attached {
-            r.slots.insert(a.pid, Slot::Attached(Box::new(a)));
+            let claim = plan.claims.take(a.pid);
+            r.slots.insert(a.pid, Slot::Attached(Box::new((a, claim))));
         }
         if tree && order.first() == Some(&root) {
             r.trees.insert(root, order);
@@ -310,7 +348,7 @@ pub fn detach(pid: i32, log: &Log) -> Status {
             r.trees.clear();
             take_attached(r, None)
         });
-        log.scope(|| detach_taken(&all, log));
+        log.scope(|| detach_taken(all, log));
         return Status::Success;
     }
     match with_registry(|r| match r.slots.get(&pid) {
@@ -318,7 +356,13 @@ pub fn detach(pid: i32, log: &Log) -> Status {
         Some(Slot::Busy) => Err(true),
         None => Err(false),
     }) {
-        Ok(taken) => log.scope(|| detach_taken(&taken, log)),
+        Ok(taken) => log.scope(|| detach_taken(taken, log)),
+        // Attached by another front end and left active: finish that session.
+        Err(false) if reserve(pid, log) => {
+            let status = log.scope(|| finish(pid, log));
+            release(&[pid]);
+            status
+        }
         Err(busy) => {
             log.error(&if busy {
                 format!("process {pid}: another thread is attaching or detaching it right now; wait for that call to return")
@@ -346,11 +390,11 @@ pub fn detach_tree(pid: i32, log: &Log) -> Status {
             list.len()
         ));
     }
-    log.scope(|| detach_taken(&taken, log))
+    log.scope(|| detach_taken(taken, log))
 }
 
 /// Mark the attached sessions among `pids` (all when None) busy and return them in order.
-fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<Attachment> {
+fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<(Attachment, Option<Claim>)> {
     let wanted: Vec<i32> = match pids {
         Some(p) => p.to_vec(),
         None => {
@@ -372,42 +416,111 @@ fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<Attachment> {
     out
 }
 
-/// Detach `taken` (their slots are busy), remove the sessions, return the last error or 0.
-fn detach_taken(taken: &[Attachment], log: &Log) -> Status {
+/// Detach `taken` (their slots are busy), remove the sessions, return the last error or 0. A
+/// failed detach leaves the record of an active session in its claim.
+fn detach_taken(taken: Vec<(Attachment, Option<Claim>)>, log: &Log) -> Status {
     if taken.is_empty() {
         return Status::Success;
     }
-    let pids: Vec<i32> = taken.iter().map(|a| a.pid).collect();
-    let status = match injector(log) {
-        Err(s) => s,
-        Ok(injector) => {
-            let on_event = events(log);
-            let out = session::detach(
-                taken,
-                session::DEFAULT_PARALLEL,
-                true,
-                &*injector,
-                &on_event,
-            );
-            let mut last = Status::Success;
-            for f in &out.failures {
-                match &f.error {
-                    // rocattach logs a refused detach call and still succeeds (section 5.12).
-                    Error::Rejected { .. } => log.warn(&f.error.to_string()),
-                    e => {
-                        log.error(&e.to_string());
-                        last = status::of_error(e);
-                    }
-                }
-            }
-            last
-        }
+    let (attachments, mut claims): (Vec<Attachment>, Vec<Option<Claim>>) =
+        taken.into_iter().unzip();
+    let pids: Vec<i32> = attachments.iter().map(|a| a.pid).collect();
+    for c in claims.iter_mut().flatten() {
+        c.set(State::Detaching);
+    }
+    let out = match injector(log) {
+        Err(s) => Err(s),
+        Ok(injector) => Ok(session::detach(
+            &attachments,
+            session::DEFAULT_PARALLEL,
+            true,
+            &*injector,
+            &events(log),
+        )),
     };
-    // The sessions end whatever happened, so a later attach starts fresh (as rocattach does).
+    let status = match &out {
+        Err(s) => *s,
+        Ok(out) => detach_status(out, log),
+    };
+    for (pid, claim) in pids.iter().zip(claims.iter_mut()) {
+        let Some(c) = claim else { continue };
+        match out
+            .as_ref()
+            .map(|o| o.failures.iter().find(|f| f.pid == *pid))
+        {
+            Ok(Some(f)) if matches!(f.error, Error::DetachFailed { .. }) => {
+                c.strand(&f.error.to_string())
+            }
+            // No agent: nothing was sent, the session is still active.
+            Err(_) => c.strand("the injection agent could not be started"),
+            _ => c.set(State::Claimed),
+        }
+    }
+    drop(claims);
+    // The sessions end whatever happened (as rocattach does); one whose detach failed stays
+    // recorded as active, so a later attach is refused until rocattach_detach finishes it.
     with_registry(|r| {
         for p in &pids {
             r.slots.remove(p);
         }
     });
     status
+}
+
+/// The call's status from what the detach did: the last error, or 0.
+fn detach_status(out: &DetachOutcome, log: &Log) -> Status {
+    let mut last = Status::Success;
+    for f in &out.failures {
+        match &f.error {
+            // rocattach logs a refused detach call and still succeeds (section 5.12).
+            Error::Rejected { .. } => log.warn(&f.error.to_string()),
+            e => {
+                log.error(&e.to_string());
+                last = status::of_error(e);
+            }
+        }
+    }
+    last
+}
+
+/// `rocattach_detach(pid)` for a process this library did not attach: finish the session
+/// another front end left active in it (its detach failed, or it died during its window), as
+/// `rocprof-attach --detach -p PID` does. Nothing recorded, or a live holder, is status 2.
+fn finish(pid: i32, log: &Log) -> Status {
+    let claim = match Claim::acquire(pid, &holder(pid), Purpose::Finish) {
+        Ok(c) => c,
+        Err(e @ Error::ActiveSession { .. }) => {
+            log.error(&format!(
+                "no session for process {pid} in this process: rocattach_detach undoes a successful \
+                 rocattach_attach({pid}) of this process, or finishes a session another front end left active; {e}"
+            ));
+            return Status::InvalidArgument;
+        }
+        Err(e) => {
+            log_error(log, &e);
+            return status::of_error(&e);
+        }
+    };
+    if let Some(prev) = claim.previous() {
+        log.info(&format!(
+            "process {pid}: finishing the session left by {} {}: {}; {}",
+            prev.front_end,
+            prev.since(),
+            prev.why_left(),
+            prev.output_clause()
+        ));
+    }
+    match session::lookup(pid) {
+        Ok(a) => detach_taken(vec![(a, Some(claim))], log),
+        Err(e) => {
+            let mut claim = claim;
+            if matches!(e, Error::ProcessGone { .. }) {
+                claim.set(State::Claimed);
+            } else {
+                claim.strand(&e.to_string());
+            }
+            log_error(log, &e);
+            status::of_error(&e)
+        }
+    }
 }

@@ -74,6 +74,8 @@ pub fn message(status: i32) -> Option<&'static std::ffi::CStr> {
 pub fn of_error(e: &attach::Error) -> Status {
     match e {
         attach::Error::Usage(_) => Status::InvalidArgument,
+        // As rocattach answers an attach of a PID that already has a session.
+        attach::Error::ActiveSession { .. } => Status::InvalidArgument,
         attach::Error::ProcessGone { .. } | attach::Error::TargetExited { .. } => {
             Status::ProcessNotFound
         }

@@ -17,8 +17,6 @@ pub use crate::cli::docs::{completions, man_page};
 use crate::cli::error::{Error, Result};
 use crate::cli::help::{known_mistake, AFTER_HELP, AFTER_LONG_HELP};
 use crate::cli::rocpd_args::{ConvertArgs, QueryArgs, SummaryArgs};
-#[cfg(test)]
-use crate::cli::values::parse_pid;
 use crate::cli::values::parse_pid_list;
 pub use crate::cli::values::{parse_duration, Source, MAX_DURATION};
 use clap::builder::TypedValueParser;
@@ -56,6 +54,10 @@ pub struct Cli {
     /// Only check whether the selected processes can be attached; changes nothing in them
     #[arg(long, help_heading = H_ATTACH)]
     pub check: bool,
+    /// Finish a session left active in the processes given with -p (after exit code 11, or when
+    /// rocprof-attach was killed during its window): detach them, e.g. `rocprof-attach --detach -p 1234`
+    #[arg(long, help_heading = H_ATTACH, conflicts_with_all = ["check", "list", "json"])]
+    pub detach: bool,
     /// Print one JSON report on stdout at the end (session, --list, --check); see docs/json.md
     #[arg(long, help_heading = H_ATTACH)]
     pub json: bool,
@@ -137,6 +139,13 @@ pub enum Action {
         tool_library: Option<String>,
         /// The output directory a session would use (checked as each target's user).
         output_dir: Option<PathBuf>,
+    },
+    /// `--detach`: finish the sessions left active in these processes.
+    Detach {
+        /// Processes given with `-p`.
+        pids: Vec<i32>,
+        /// How long to wait for a stopped process to continue.
+        stopped_wait: std::time::Duration,
     },
     /// `--list`: print attachable processes matching the selection.
     List(TargetSelection),
@@ -356,6 +365,21 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         }
     }
 
+    let stopped_wait = || match &cli.stopped_timeout {
+        Some(d) => parse_duration(d, Source::Cli("--stopped-timeout")),
+        None => Ok(crate::attach::session::DEFAULT_STOPPED_WAIT),
+    };
+    if cli.detach {
+        let Some(TargetSelection::Pids(pids)) = selection else {
+            return Err(Error::usage(
+                "--detach finishes the session left active in the processes given with -p: pass -p PID \
+                 (e.g. rocprof-attach --detach -p 1234)",
+            ));
+        };
+        let stopped_wait = stopped_wait()?;
+        return Ok(done(Action::Detach { pids, stopped_wait }, warnings));
+    }
+
     let tool_library = match &cli.attach_tool_library {
         Some(t) => {
             check_tool_library(t, Source::Cli("-t/--attach-tool-library"))?;
@@ -384,10 +408,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
             None => None,
         },
     };
-    let stopped_wait = match &cli.stopped_timeout {
-        Some(d) => parse_duration(d, Source::Cli("--stopped-timeout"))?,
-        None => crate::attach::session::DEFAULT_STOPPED_WAIT,
-    };
+    let stopped_wait = stopped_wait()?;
     let children = match cli.attach_children {
         Some(c) => c,
         None => env_bool(base_env, "ROCPROF_ATTACH_CHILDREN")?.unwrap_or(true),
@@ -465,66 +486,6 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn pid_tokens() {
-        let s = Source::Cli("-p");
-        assert_eq!(parse_pid("1234", s).unwrap(), 1234);
-        assert_eq!(parse_pid(" 7 ", s).unwrap(), 7);
-        for bad in [
-            "",
-            "abc",
-            "-5",
-            "0",
-            "-0",
-            "99999999999",
-            "2147483648",
-            "12x",
-        ] {
-            assert!(parse_pid(bad, s).is_err(), "{bad}");
-        }
-        assert_eq!(parse_pid("2147483647", s).unwrap(), i32::MAX);
-    }
-
-    #[test]
-    fn durations() {
-        let s = Source::Env("ROCPROF_ATTACH_DURATION");
-        assert_eq!(
-            parse_duration("1500", s).unwrap(),
-            Duration::from_millis(1500)
-        );
-        for (text, ms) in [
-            ("500ms", 500),
-            ("5s", 5000),
-            ("2m", 120_000),
-            ("1h", 3_600_000),
-            ("1.5s", 1500),
-            (" 7 ", 7),
-        ] {
-            assert_eq!(
-                parse_duration(text, s).unwrap(),
-                Duration::from_millis(ms),
-                "{text}"
-            );
-        }
-        for bad in [
-            "",
-            "x",
-            "-1",
-            "0",
-            "1.5",
-            "99999999999999999999999",
-            "18446744073709551615",
-            "5 parsecs",
-            "s",
-            "0.1ms",
-            "31d",
-        ] {
-            let e = parse_duration(bad, s).unwrap_err().to_string();
-            assert!(e.contains("ROCPROF_ATTACH_DURATION"), "{e}");
-        }
-    }
 
     #[test]
     fn clap_definition_is_consistent() {

@@ -7,6 +7,7 @@ Examples:
   rocprof-attach -p 1234 --kernel-trace                  trace kernels until Enter or Ctrl-C
   rocprof-attach -p 1234 -s --attach-duration-msec 10s   10 s of system trace, then detach
   rocprof-attach --check -p 1234                         can 1234 be attached? (changes nothing)
+  rocprof-attach --detach -p 1234                        finish a session left active (after exit 11)
   rocprof-attach --list                                  processes that can be attached
 
 `rocprof-attach --help` shows every option, the environment variables and the exit codes.";
@@ -20,6 +21,7 @@ Examples:
   rocprof-attach --match 'python.*train' --pmc SQ_WAVES GRBM_COUNT --attach-duration-msec 5000
   rocprof-attach --job $SLURM_JOB_ID --kernel-trace --attach-duration-msec 2m --json > report.json
   rocprof-attach --check -p 1234                           can 1234 be attached? (changes nothing)
+  rocprof-attach --detach -p 1234                          finish a session left active (after exit 11)
   rocprof-attach --list                                    processes that can be attached
   rocprof-attach summary -i results.db                     summarise a rocpd database
   rocprof-attach convert -i out/*/*.db -f pftrace          a Perfetto trace of every process

@@ -4,6 +4,7 @@
 //! * [`session`]: composes the attach layer's plan → attach → wait → detach → collect;
 //! * [`render`]: progress lines and warnings from the session's events, the status line, the
 //!   file list and the per-process table;
+//! * [`finish`]: `--detach -p PID`, which finishes a session left active;
 //! * [`commands`]: the subcommands; [`rocpd_args`]: the command lines of `convert`, `summary`
 //!   and `query`, which [`rocpd`] runs; [`docs`]: the manual pages and completion scripts;
 //! * [`check`]: `--check` and `--list`;
@@ -24,6 +25,7 @@ pub mod crash;
 pub mod docs;
 pub mod early;
 pub mod error;
+pub mod finish;
 pub mod help;
 pub mod json;
 pub mod logging;
@@ -82,7 +84,7 @@ where
             return e.exit_code();
         }
     };
-    if !matches!(inv.action, Action::Attach(_)) {
+    if !matches!(inv.action, Action::Attach(_) | Action::Detach { .. }) {
         crate::engine::agent::discard_prestarted();
     }
     match logging::filter(inv.verbose, inv.quiet, env.get(logging::LOG_VARIABLE)) {
@@ -121,6 +123,7 @@ where
         ),
         Action::List(selection) => check::run_list(&selection, &ui, inv.verbose > 0, inv.json),
         Action::Attach(req) => session::run(*req, &ui, inv.json),
+        Action::Detach { pids, stopped_wait } => finish::run(&pids, stopped_wait, &ui),
     };
     code
 }

@@ -1,5 +1,6 @@
 //! `rocprof-attach -p PID ...`: plan, attach, wait, detach, collect, and show each step.
 
+use crate::attach::claims::State;
 use crate::attach::session::{
     self, AttachRequest, DetachControl, DetachOutcome, Event, Message, SessionReport, Severity,
     WaitEnd, WaitOptions, Waiter,
@@ -130,6 +131,9 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         .filter(|a| !end.exited.contains(&a.pid))
         .cloned()
         .collect();
+    for a in &still_running {
+        plan.claims.set(a.pid, State::Detaching);
+    }
     let ctl = DetachControl::new(req.stopped_wait);
     let detached: DetachOutcome = waiter.shielded(
         || {
@@ -147,6 +151,8 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         &|signal| abandon_detach(ui, signal, &still_running, &ctl.handed(), req),
     );
     phases.done("detach");
+    // A failed detach leaves the record of an active session, for `--detach` to finish.
+    session::settle(&plan.claims, &plan.pids(), &detached);
     let report = collector.collect(req, &plan, &attached, &end, &detached, &events);
     if !json {
         render::print_files(&report, attached.attached.len() > 1);

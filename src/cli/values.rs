@@ -122,3 +122,68 @@ pub fn parse_duration(text: &str, src: Source) -> Result<Duration> {
     }
     Ok(Duration::from_millis(ms.round() as u64))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn pid_tokens() {
+        let s = Source::Cli("-p");
+        assert_eq!(parse_pid("1234", s).unwrap(), 1234);
+        assert_eq!(parse_pid(" 7 ", s).unwrap(), 7);
+        for bad in [
+            "",
+            "abc",
+            "-5",
+            "0",
+            "-0",
+            "99999999999",
+            "2147483648",
+            "12x",
+        ] {
+            assert!(parse_pid(bad, s).is_err(), "{bad}");
+        }
+        assert_eq!(parse_pid("2147483647", s).unwrap(), i32::MAX);
+    }
+
+    #[test]
+    fn durations() {
+        let s = Source::Env("ROCPROF_ATTACH_DURATION");
+        assert_eq!(
+            parse_duration("1500", s).unwrap(),
+            Duration::from_millis(1500)
+        );
+        for (text, ms) in [
+            ("500ms", 500),
+            ("5s", 5000),
+            ("2m", 120_000),
+            ("1h", 3_600_000),
+            ("1.5s", 1500),
+            (" 7 ", 7),
+        ] {
+            assert_eq!(
+                parse_duration(text, s).unwrap(),
+                Duration::from_millis(ms),
+                "{text}"
+            );
+        }
+        for bad in [
+            "",
+            "x",
+            "-1",
+            "0",
+            "1.5",
+            "99999999999999999999999",
+            "18446744073709551615",
+            "5 parsecs",
+            "s",
+            "0.1ms",
+            "31d",
+        ] {
+            let e = parse_duration(bad, s).unwrap_err().to_string();
+            assert!(e.contains("ROCPROF_ATTACH_DURATION"), "{e}");
+        }
+    }
+}

@@ -3,6 +3,7 @@
 use super::events::{Event, Events, Stage};
 use super::plan::{Failure, Plan, Planned};
 use super::{register_status, Injector};
+use crate::attach::claims::State;
 use crate::attach::envbuf::{self, EnvList};
 use crate::attach::error::{Error, Result};
 use crate::engine::agent::{self, Job, Outcome};
@@ -70,6 +71,9 @@ pub fn attach(
             .filter(|p| p.report.pid == p.root || out.attached.iter().any(|a| a.pid == p.root))
             .collect();
         let jobs: Vec<(agent::Target, Job)> = phase.iter().map(|p| attach_job(env, p)).collect();
+        for p in &phase {
+            plan.claims.set(p.report.pid, State::Attaching);
+        }
         let outcomes = injector.inject_all(&jobs, parallelism, &|_| {});
         let results = phase
             .iter()
@@ -78,6 +82,7 @@ pub fn attach(
         for (p, r) in phase.iter().zip(results) {
             match r {
                 Ok(a) => {
+                    plan.claims.set(a.pid, State::Attached);
                     events(Event::Attached {
                         pid: a.pid,
                         listener_tid: a.listener_tid,
@@ -87,6 +92,8 @@ pub fn attach(
                     out.attached.push(a);
                 }
                 Err(e) => {
+                    // The register restores everything when its attach fails: nothing is active.
+                    plan.claims.set(p.report.pid, State::Claimed);
                     events(Event::Failed {
                         pid: p.report.pid,
                         stage: Stage::Attach,

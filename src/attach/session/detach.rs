@@ -5,6 +5,7 @@ use super::attach::{call_result, log_outcome, Attachment};
 use super::events::{Event, Events, Stage};
 use super::plan::{failed, Failure};
 use super::{parallel, Injector};
+use crate::attach::claims::{Claims, State};
 use crate::attach::error::{Error, Result};
 use crate::attach::preflight::{stopped_state, LISTENER_COMM, REGISTER_LIBRARY};
 use crate::engine::agent::{self, Job};
@@ -393,6 +394,38 @@ fn detach_target_of(a: &Attachment) -> Result<agent::Target> {
 pub fn detach_one(injector: &dyn Injector, pid: i32) -> Result<Detached> {
     let target = find_detach_target(pid)?;
     detached(pid, injector.inject(&target, &Job::Detach))
+}
+
+/// What a detach of `pid` needs, looked up now: for a session another front end attached and
+/// left active ([`crate::attach::claims`]).
+pub fn lookup(pid: i32) -> Result<Attachment> {
+    let t = find_detach_target(pid)?;
+    Ok(Attachment {
+        pid,
+        root: pid,
+        listener_tid: t.tid,
+        site: t.site,
+        detach_function: t.function,
+        tool: String::new(),
+        attach_us: 0,
+        stopped_us: 0,
+        call_us: 0,
+    })
+}
+
+/// Record in `claims` how each detach of `outcome` ended: a failed detach leaves the record of
+/// an active session ([`State::Stranded`], with why); every other claim is released (nothing is
+/// active: detached, exited, or never attached).
+pub fn settle(claims: &Claims, pids: &[i32], outcome: &DetachOutcome) {
+    for &pid in pids {
+        match outcome.failures.iter().find(|f| f.pid == pid) {
+            Some(Failure {
+                error: Error::DetachFailed { reason, .. },
+                ..
+            }) => claims.strand(pid, reason),
+            _ => claims.set(pid, State::Claimed),
+        }
+    }
 }
 
 /// The listener, `rocprofiler_register_detach` and the injection site of `pid`, looked up.

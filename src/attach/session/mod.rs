@@ -23,10 +23,11 @@ mod wait;
 pub use attach::{attach, attach_one, AttachOutcome, Attachment};
 pub use collect::Collector;
 pub use detach::{
-    detach, detach_one, detach_with, DetachControl, DetachOutcome, Detached, DEFAULT_STOPPED_WAIT,
+    detach, detach_one, detach_with, lookup, settle, DetachControl, DetachOutcome, Detached,
+    DEFAULT_STOPPED_WAIT,
 };
 pub use events::{EndReason, Event, Events, Stage};
-pub use plan::{plan, plan_roots, select, Failure, Plan, Planned};
+pub use plan::{claim_descendants, plan, plan_roots, select, Failure, Plan, Planned};
 pub use report::{
     nothing_attached, FileReport, Message, ProcessReport, ProcessStatus, SessionReport, Severity,
 };

@@ -3,6 +3,7 @@
 
 use super::events::{Event, Events, Stage};
 use super::{join, parallel, plural, AttachRequest};
+use crate::attach::claims::{Claim, Claims, Holder, Purpose, FRONT_END_CLI};
 use crate::attach::error::{Error, Result};
 use crate::attach::preflight::{self, Report, LISTENER_COMM};
 use crate::attach::targets::{self, TargetSelection};
@@ -36,6 +37,8 @@ pub struct Plan {
     pub targets: Vec<Planned>,
     /// Processes that failed preflight (only when several were selected).
     pub failures: Vec<Failure>,
+    /// The claims on the planned processes ([`crate::attach::claims`]): one session per target.
+    pub claims: Claims,
 }
 
 impl Plan {
@@ -95,8 +98,41 @@ pub fn select(targets: &TargetSelection, events: Events) -> Result<Vec<i32>> {
 pub fn plan(req: &AttachRequest, events: Events) -> Result<Plan> {
     let roots = select(&req.targets, events)?;
     let selection = !matches!(req.targets, TargetSelection::Pids(_));
+    // Each root is claimed before its preflight, so a target another session holds is refused
+    // with who holds it (not with what that session's attach is doing to it right now).
+    let holder = Holder {
+        front_end: FRONT_END_CLI.into(),
+        output: Some(format!(
+            "{}/{}",
+            req.output_dir.display().to_string().trim_end_matches('/'),
+            req.output_file
+        )),
+        sync_output: Some(req.sync_output),
+    };
+    let claims = Claims::default();
+    let mut refused = Vec::new();
+    let mut free = Vec::with_capacity(roots.len());
+    for &root in &roots {
+        match Claim::acquire(root, &holder, Purpose::Attach) {
+            Ok(c) => {
+                claims.insert(c);
+                free.push(root);
+            }
+            // Its preflight says so, in the words it always uses.
+            Err(Error::ProcessGone { .. }) => free.push(root),
+            Err(e) if roots.len() == 1 => return Err(e),
+            Err(e) => {
+                events(failed(root, Stage::Plan, &e));
+                refused.push(Failure {
+                    pid: root,
+                    stage: Stage::Plan,
+                    error: e,
+                });
+            }
+        }
+    }
     let mut plan = plan_inner(
-        &roots,
+        &free,
         req.children,
         req.tool_library.as_deref(),
         selection,
@@ -111,8 +147,45 @@ pub fn plan(req: &AttachRequest, events: Events) -> Result<Plan> {
             pids: join(&roots),
         });
     }
+    plan.failures.splice(0..0, refused);
+    plan.claims = claims;
+    claim_descendants(&mut plan, &holder, events);
     check_outputs(&mut plan, &req.output_dir, events)?;
+    for f in &plan.failures {
+        plan.claims.release(f.pid);
+    }
     Ok(plan)
+}
+
+/// Claim every planned process not claimed yet (descendants): one another session holds, or
+/// that has a session left active, is skipped with a warning.
+pub fn claim_descendants(plan: &mut Plan, holder: &Holder, events: Events) {
+    let mut keep = Vec::with_capacity(plan.targets.len());
+    for p in std::mem::take(&mut plan.targets) {
+        let pid = p.report.pid;
+        if plan.claims.holds(pid) {
+            keep.push(p);
+            continue;
+        }
+        match Claim::acquire(pid, holder, Purpose::Attach) {
+            Ok(c) => {
+                plan.claims.insert(c);
+                keep.push(p);
+            }
+            Err(e) => {
+                events(Event::Warning {
+                    pid: Some(pid),
+                    message: format!("skipping descendant process {pid}: {e}"),
+                });
+                plan.failures.push(Failure {
+                    pid,
+                    stage: Stage::Plan,
+                    error: e,
+                });
+            }
+        }
+    }
+    plan.targets = keep;
 }
 
 /// Move planned processes that cannot create or write the output directory to the failures (or

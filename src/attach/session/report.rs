@@ -323,8 +323,9 @@ pub(super) fn verdict(
         let n = still_profiled.len();
         messages.push(Message::error(format!(
             "the profiler may still be active in process{} {}: it was not detached, keeps collecting, and \
-             writes its output under {output} when {} exit{} (not into this session's file list). Fix: if {} \
-             stopped, continue {} with `kill -CONT {}`; let {} finish normally to get the output",
+             writes its output under {output} when {} exit{} (not into this session's file list); a new \
+             attach is refused until this session is finished. Fix: if {} stopped, continue {} with `kill -CONT {}`, \
+             then finish the session with {} (or let {} finish normally to get the output)",
             plural(n),
             join(&still_profiled),
             if n == 1 { "it" } else { "they" },
@@ -336,6 +337,11 @@ pub(super) fn verdict(
                 .map(i32::to_string)
                 .collect::<Vec<_>>()
                 .join(" "),
+            still_profiled
+                .iter()
+                .map(|p| format!("`rocprof-attach --detach -p {p}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
             if n == 1 { "it" } else { "them" },
         )));
         if no_files {
