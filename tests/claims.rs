@@ -30,8 +30,13 @@ fn start_time(pid: i32) -> u64 {
     after.split_whitespace().nth(19).unwrap().parse().unwrap()
 }
 
+/// The claim file: the target's PID namespace inode, its PID and its start time.
 fn claim_file(pid: i32) -> PathBuf {
-    Path::new(CLAIMS).join(format!("{pid}-{}.claim", start_time(pid)))
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata(format!("/proc/{pid}/ns/pid"))
+        .unwrap()
+        .ino();
+    Path::new(CLAIMS).join(format!("{ns}-{pid}-{}.claim", start_time(pid)))
 }
 
 /// Exactly one `rocprof-attach: error:` line; returns it.

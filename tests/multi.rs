@@ -601,7 +601,9 @@ fn a_refused_detach_is_reported_per_process_and_counts() {
     );
     assert_eq!(row(&stdout, ok.pid).unwrap().0, "attached");
 
-    // Alone, the same process gives the detach failure's own exit code.
+    // That session stays recorded as active in `bad` (a new attach is refused until
+    // `--detach`); alone, a process like it gives the detach failure's own exit code.
+    let bad = spawn(&[("STANDIN_DETACH_STATUS", "2")], None);
     let alone = bad.pid.to_string();
     let args = [
         "--attach",

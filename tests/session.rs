@@ -233,8 +233,18 @@ fn sigkill_while_waiting_leaves_the_target_running_and_attachable() {
     t.assert_heartbeat();
     let mut a = args(&pid, &out_s, &tool_s);
     a.extend(["--attach-duration-msec", "50"]);
+    // The killed session is still active in the target: a new one is refused with the fix ...
     let (code, _, stderr) = rocprof_attach(&a, &[]).finish();
-    assert_eq!(code, 0, "reattach after a killed front end: {stderr}");
+    assert_eq!(code, 4, "reattach after a killed front end: {stderr}");
+    assert!(
+        stderr.contains(&format!("rocprof-attach --detach -p {pid}")),
+        "{stderr}"
+    );
+    // ... which finishes it, and the target can be attached again.
+    let (code, _, stderr) = rocprof_attach(&["--detach", "-p", &pid], &[]).finish();
+    assert_eq!(code, 0, "--detach: {stderr}");
+    let (code, _, stderr) = rocprof_attach(&a, &[]).finish();
+    assert_eq!(code, 0, "reattach after --detach: {stderr}");
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! Python module that uses it).
 //!
 //! A session claims each target before any ptrace: one file per target in [`CLAIMS_DIR`] (mode
-//! 1777, sticky, like `/tmp`), named `PID-START.claim` after the target's PID and its start time
-//! (field 22 of `/proc/PID/stat`), so a reused PID is another file. The holder keeps an
+//! 1777, sticky, like `/tmp`), named `NS-PID-START.claim` after the inode of the target's PID
+//! namespace, its PID and its start time (field 22 of `/proc/PID/stat`), so a reused PID is another
+//! file, and so are processes of the same PID and start time in two PID namespaces (two
+//! containers' ranks started together) which share `/tmp`. The holder keeps an
 //! exclusive `flock` on it for as long as the session may be active and writes a [`Record`] into
 //! it: who holds it (front end, pid and start time, uid, command), since when, where the session
 //! is ([`State`]) and where its output goes.
@@ -84,7 +86,7 @@ impl Claim {
         let target_start = start_time(pid)?;
         let dir = open_dir()?;
         sweep(&dir, pid);
-        let name = format!("{pid}-{target_start}.claim");
+        let name = format!("{}-{pid}-{target_start}.claim", pid_namespace(pid));
         let (file, found, writable) = lock(&dir, &name, pid)?;
         let found = found.filter(|r| r.target_pid == pid && r.target_start == target_start);
         let owner = file.metadata().map(|m| m.uid()).unwrap_or(0);
@@ -310,6 +312,12 @@ pub const FRONT_END_CLI: &str = "rocprof-attach";
 /// The C ABI's name in records.
 pub const FRONT_END_LIBRARY: &str = "the rocattach library";
 
+/// The inode of the PID namespace `pid` lives in (0 when it cannot be read).
+fn pid_namespace(pid: i32) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(procfs::proc_dir(pid).join("ns/pid")).map_or(0, |m| m.ino())
+}
+
 /// Field 22 of `/proc/PID/stat`: the start time, which tells a reused PID apart.
 pub fn start_time(pid: i32) -> Result<u64> {
     let path = procfs::proc_dir(pid).join("stat");
@@ -503,17 +511,23 @@ fn sweep(dir: &OwnedFd, except: i32) {
     let Ok(entries) = std::fs::read_dir(CLAIMS_DIR) else {
         return;
     };
+    let own_ns = pid_namespace(std::process::id() as i32);
     for entry in entries.flatten().take(4096) {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some((pid, start)) = name
-            .strip_suffix(".claim")
-            .and_then(|k| k.split_once('-'))
-            .and_then(|(p, s)| Some((p.parse::<i32>().ok()?, s.parse::<u64>().ok()?)))
-        else {
+        let Some((ns, pid, start)) = name.strip_suffix(".claim").and_then(|k| {
+            let mut it = k.splitn(3, '-');
+            Some((
+                it.next()?.parse::<u64>().ok()?,
+                it.next()?.parse::<i32>().ok()?,
+                it.next()?.parse::<u64>().ok()?,
+            ))
+        }) else {
             continue;
         };
-        if pid == except || start_time(pid).is_ok_and(|s| s == start) {
+        // Only claims of our own PID namespace can be judged from here: another namespace's PID
+        // means another process (or none) in ours.
+        if ns != own_ns || pid == except || start_time(pid).is_ok_and(|s| s == start) {
             continue;
         }
         let base = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_RDONLY;
