@@ -363,6 +363,9 @@ impl ProfilerOptions {
         }
 
         self.apply_att(env, &mut warnings)?;
+        // Every session stands alone: what was not asked for is sent off, not left to whatever
+        // an earlier session set in the target.
+        defaults::fill_unset(env);
 
         if !records_something(env) {
             warnings.push(
