@@ -20,5 +20,6 @@ pub mod session;
 pub mod signals;
 pub mod targets;
 pub mod toolpath;
+pub mod toolsearch;
 
 pub use error::{Error, Result};

@@ -35,6 +35,7 @@ impl ProfilerOptions {
         let mut warnings = Vec::new();
         let (ompt, ompt_ops) = parse_ompt(&self.ompt_trace, &mut warnings)?;
         self.refuse_attach_incompatible()?;
+        self.validate_values()?;
 
         // MPI rank/size variable names (read by the tool from the target's own environment).
         match (&self.mpi_world_rank_variable, &self.mpi_world_size_variable) {

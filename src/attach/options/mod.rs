@@ -13,7 +13,10 @@
 //!   or an environment placeholder are kept verbatim);
 //! * options rocprofv3 refuses later (or silently ignores) are refused up front with a message that
 //!   says how to fix the command line: several `--pmc` groups, `--collection-period`, an empty
-//!   `--pmc`, unknown output formats (also in a pre-existing `ROCPROF_OUTPUT_FORMAT`).
+//!   `--pmc`, unknown output formats (also in a pre-existing `ROCPROF_OUTPUT_FORMAT`);
+//! * values the tool parses only inside the target (where a bad one aborts it or is silently
+//!   dropped) are validated first, with the rule in the message: kernel filter regexes, the
+//!   iteration range and `--pmc` counter names (`validate.rs`).
 //!
 //! Trace booleans are written only when true, so a `ROCPROF_*_TRACE=1` already exported by the user
 //! is never cleared; every covered variable that is still unset is then sent with its "not asked
@@ -30,6 +33,7 @@ mod apply;
 mod args;
 pub mod defaults;
 mod hardware;
+mod validate;
 
 pub use args::ProfilerOptions;
 
