@@ -35,6 +35,8 @@ fn attachable(dir: &Path, env: &[(&str, &str)]) -> (Proc, Option<u64>) {
         dir,
         "librocprofiler-register.so.0.5.0",
     );
+    // The default tool, where the target's loader finds it (beside its register: $ORIGIN).
+    copy_into(&configure_lib(), dir, toolpath::DEFAULT_TOOL);
     start_target(&["--listeners", "1", s(&lib)], env)
 }
 
@@ -78,6 +80,7 @@ fn several_listeners_and_empty_opt_in_are_warned() {
         dir.path(),
         "librocprofiler-register.so.0",
     );
+    copy_into(&configure_lib(), dir.path(), toolpath::DEFAULT_TOOL);
     let (target, _) = start_target(&["--listeners", "2", s(&lib)], &[("ROCP_TOOL_ATTACH", "")]);
     let report = preflight::check(target.pid(), None).expect("attachable");
     let all = report.warnings.join("\n");

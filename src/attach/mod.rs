@@ -23,5 +23,6 @@ pub mod signals;
 pub mod targets;
 pub mod templates;
 pub mod toolpath;
+pub mod toolsearch;
 
 pub use error::{Error, Result};

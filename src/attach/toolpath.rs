@@ -381,7 +381,7 @@ fn choose_automatic(pid: i32, given: Option<&[Mapping]>) -> Result<ToolChoice> {
     };
     let libs = sdk_libraries(&maps);
     let Some(dir) = install_dir(&libs) else {
-        return Ok(default_choice(Vec::new()));
+        return resolved_default(pid, &maps, Vec::new());
     };
     let soversion = libs
         .iter()
@@ -405,6 +405,29 @@ fn choose_automatic(pid: i32, given: Option<&[Mapping]>) -> Result<ToolChoice> {
             warnings.push(format!(
                 "the target's rocprofiler-sdk installation {dir} has no rocprofiler-sdk/librocprofiler-sdk-tool.so*; \
                  using {DEFAULT_TOOL}, resolved by the target's dynamic loader"
+            ));
+            resolved_default(pid, &maps, warnings)
+        }
+    }
+}
+
+/// [`default_choice`], once the target's dynamic loader is known to find [`DEFAULT_TOOL`]: the
+/// attach would otherwise fail in the target (register status 6) after a full injection, so a
+/// bare name nobody can resolve makes the target not attachable, in `--check` too.
+fn resolved_default(pid: i32, maps: &[Mapping], mut warnings: Vec<String>) -> Result<ToolChoice> {
+    match crate::attach::toolsearch::find_bare(pid, DEFAULT_TOOL, maps) {
+        Ok(crate::attach::toolsearch::Found::Yes(_)) => Ok(default_choice(warnings)),
+        Ok(crate::attach::toolsearch::Found::No(looked)) => Err(Error::NotAttachable {
+            pid,
+            reason: format!(
+                "the default tool library {DEFAULT_TOOL} cannot be found by the target's dynamic loader \
+                 (looked in {looked}), so the attach would be rejected. Fix: pass the tool's absolute path \
+                 as the target sees it with -t, e.g. -t /opt/rocm/lib/rocprofiler-sdk/librocprofiler-sdk-tool.so"
+            ),
+        }),
+        Err(e) => {
+            warnings.push(format!(
+                "cannot tell whether the target's dynamic loader finds {DEFAULT_TOOL} ({e}); pass -t with its absolute path if the attach is rejected"
             ));
             Ok(default_choice(warnings))
         }

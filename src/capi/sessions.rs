@@ -295,7 +295,14 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
             false
         }
     });
-    let env = EnvList::from_process();
+    let mut env = EnvList::from_process();
+    // Every session stands alone: the register keeps what an earlier session set in the target,
+    // so what the host does not set is sent with its "not asked for" value (the tool's default
+    // output directory, %cwd%, included).
+    crate::attach::options::defaults::fill_unset(&mut env);
+    if !env.contains("ROCPROF_OUTPUT_PATH") {
+        env.set("ROCPROF_OUTPUT_PATH", "%cwd%");
+    }
     let out = session::attach(
         &plan,
         &env,

@@ -11,6 +11,7 @@ use crate::attach::envbuf::EnvList;
 use crate::attach::options::{self, parse_bool, ProfilerOptions, DEFAULT_OUTPUT_FILE};
 use crate::attach::session::{AttachRequest, DEFAULT_PARALLEL};
 use crate::attach::targets::TargetSelection;
+use crate::attach::toolsearch::absolutize;
 use crate::capi::install::InstallArgs;
 pub use crate::cli::commands::{Command, CompletionShell, SUBCOMMANDS};
 pub use crate::cli::docs::{completions, man_page};
@@ -383,9 +384,11 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     let tool_library = match &cli.attach_tool_library {
         Some(t) => {
             check_tool_library(t, Source::Cli("-t/--attach-tool-library"))?;
-            Some(t.clone())
+            Some(absolutize(t, cwd, "-t/--attach-tool-library")?)
         }
-        None => env_nonempty(base_env, "ROCPROF_ATTACH_TOOL_LIBRARY").map(str::to_string),
+        None => env_nonempty(base_env, "ROCPROF_ATTACH_TOOL_LIBRARY")
+            .map(|t| absolutize(t, cwd, "ROCPROF_ATTACH_TOOL_LIBRARY"))
+            .transpose()?,
     };
 
     if cli.list {

@@ -83,9 +83,11 @@ pub fn build(out: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     dest
 }
 
-/// The stand-in `librocprofiler-register.so.0` (with a GNU Build ID).
+/// The stand-in `librocprofiler-register.so.0` (with a GNU Build ID), with an inert
+/// `librocprofiler-sdk-tool.so.1` beside it ([`DEFAULT_TOOL_NAME`]): a session that names no
+/// tool finds the default one where the target's loader looks, as on a real installation.
 pub fn register_lib() -> PathBuf {
-    build(
+    let lib = build(
         "librocprofiler-register.so.0",
         &["register_standin.c"],
         &[
@@ -94,8 +96,21 @@ pub fn register_lib() -> PathBuf {
             "-Wl,--build-id",
             "-Wl,-soname,librocprofiler-register.so.0",
         ],
-    )
+    );
+    let beside = lib.with_file_name(DEFAULT_TOOL_NAME);
+    if !beside.exists() {
+        let inert = build("libinert-tool.so", &["inert_tool.c"], &["-fPIC", "-shared"]);
+        match std::fs::hard_link(&inert, &beside) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => panic!("link {}: {e}", beside.display()),
+        }
+    }
+    lib
 }
+
+/// The default tool's name (`toolpath::DEFAULT_TOOL`).
+pub const DEFAULT_TOOL_NAME: &str = "librocprofiler-sdk-tool.so.1";
 
 /// The stand-in multi-threaded target.
 pub fn target_bin() -> PathBuf {
@@ -217,6 +232,10 @@ impl Target {
             // copies from the target's own world-readable directory.
             let bin = public_copy(&target_bin(), dir.path());
             let lib = public_copy(&register_lib(), dir.path());
+            public_copy(
+                &register_lib().with_file_name(DEFAULT_TOOL_NAME),
+                dir.path(),
+            );
             cmd = Command::new(bin);
             cmd.arg("--workers")
                 .arg(opts.workers.to_string())

@@ -35,6 +35,7 @@ impl ProfilerOptions {
         let mut warnings = Vec::new();
         let (ompt, ompt_ops) = parse_ompt(&self.ompt_trace, &mut warnings)?;
         self.refuse_attach_incompatible()?;
+        self.validate_values()?;
 
         // MPI rank/size variable names (read by the tool from the target's own environment).
         match (&self.mpi_world_rank_variable, &self.mpi_world_size_variable) {
@@ -363,6 +364,9 @@ impl ProfilerOptions {
         }
 
         self.apply_att(env, &mut warnings)?;
+        // Every session stands alone: what was not asked for is sent off, not left to whatever
+        // an earlier session set in the target.
+        defaults::fill_unset(env);
 
         if !records_something(env) {
             warnings.push(

@@ -13,10 +13,14 @@
 //!   or an environment placeholder are kept verbatim);
 //! * options rocprofv3 refuses later (or silently ignores) are refused up front with a message that
 //!   says how to fix the command line: several `--pmc` groups, `--collection-period`, an empty
-//!   `--pmc`, unknown output formats (also in a pre-existing `ROCPROF_OUTPUT_FORMAT`).
+//!   `--pmc`, unknown output formats (also in a pre-existing `ROCPROF_OUTPUT_FORMAT`);
+//! * values the tool parses only inside the target (where a bad one aborts it or is silently
+//!   dropped) are validated first, with the rule in the message: kernel filter regexes, the
+//!   iteration range and `--pmc` counter names (`validate.rs`).
 //!
 //! Trace booleans are written only when true, so a `ROCPROF_*_TRACE=1` already exported by the user
-//! is never cleared; implications (`--sys-trace`, `--runtime-trace`, `--hip-trace`,
+//! is never cleared; every covered variable that is still unset is then sent with its "not asked
+//! for" value ([`defaults`]), so nothing an earlier session set in the target carries over; implications (`--sys-trace`, `--runtime-trace`, `--hip-trace`,
 //! `--hip-runtime-trace`, `--hsa-trace`, `--kfd-trace`, `--kokkos-trace`) only affect options that
 //! were not given explicitly.
 
@@ -27,7 +31,9 @@ use std::path::Path;
 
 mod apply;
 mod args;
+pub mod defaults;
 mod hardware;
+mod validate;
 
 pub use args::ProfilerOptions;
 
@@ -364,7 +370,8 @@ fn records_something(env: &EnvList) -> bool {
             && (n.ends_with("_TRACE") && n != "ROCPROF_GROUP_BY_QUEUE"
                 || n == "ROCPROF_COUNTER_COLLECTION"
                 || n == "ROCPROF_SPM_COUNTER_COLLECTION"
-                || n == "ROCPROF_PC_SAMPLING_METHOD")
+                || n == "ROCPROF_PC_SAMPLING_METHOD" && !v.eq_ignore_ascii_case("none"))
+            && !v.is_empty()
             && parse_bool(v).unwrap_or(true)
     })
 }

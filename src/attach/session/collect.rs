@@ -243,12 +243,29 @@ fn convert_missing_formats(
                 .to_string()
         });
         let name = stem.unwrap_or_else(|| "results".into());
+        // Converted files belong beside the database like the tool's own: same owner.
+        let owner = std::fs::metadata(&db).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.uid(), m.gid())
+        });
         // One format at a time: a format that cannot be written (OTF2 in a build without it)
         // does not cost the others.
         for format in &missing {
             tracing::debug!("converting {} to {format}", db.display());
             match crate::rocpd::convert_outputs(std::slice::from_ref(db), &[*format], &dir, &name) {
                 Ok(written) => out.extend(written.into_iter().map(|p| {
+                    if let Some((uid, gid)) = owner {
+                        if let Err(e) = chown_tree(&p, uid, gid) {
+                            events(Event::Warning {
+                                pid: None,
+                                message: format!(
+                                    "could not give {} to the owner of {} (uid {uid}, gid {gid}): {e}",
+                                    p.display(),
+                                    db.display()
+                                ),
+                            });
+                        }
+                    }
                     WrittenFile {
                         path: p
                             .strip_prefix(&dir)
@@ -267,6 +284,22 @@ fn convert_missing_formats(
         }
     }
     out
+}
+
+/// Give `path` (and everything under it, for a directory such as an OTF2 archive) to `uid`:`gid`
+/// unless it already belongs to them. Links are changed themselves, never followed.
+fn chown_tree(path: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.uid() != uid || meta.gid() != gid {
+        std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    }
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
 }
 
 /// Whether `path` is output in `format` (by its extension).

@@ -79,7 +79,12 @@ impl AttachRequest {
     /// A request as rocattach builds one: the `ROCP*` variables of `env` as they are (no option
     /// parsing), the tool from `ROCPROF_ATTACH_TOOL_LIBRARY`, output under `ROCPROF_OUTPUT_PATH`
     /// (else `cwd`), tree attach unless `ROCPROF_ATTACH_CHILDREN` is false, synchronous output.
-    pub fn new(targets: TargetSelection, env: EnvList, cwd: &std::path::Path) -> AttachRequest {
+    ///
+    /// Every `ROCPROF_*` variable the options cover that `env` leaves unset is sent with its "not
+    /// asked for" value, and the output directory is always sent, so nothing an earlier session
+    /// set in the target applies to this one ([`options::defaults`]).
+    pub fn new(targets: TargetSelection, mut env: EnvList, cwd: &std::path::Path) -> AttachRequest {
+        options::defaults::fill_unset(&mut env);
         let nonempty = |v: &str| {
             env.get(v)
                 .filter(|s| !s.trim().is_empty())
@@ -89,15 +94,20 @@ impl AttachRequest {
         let output_dir = nonempty("ROCPROF_OUTPUT_PATH")
             .map(|d| options::absolute_output_dir(&d, cwd))
             .unwrap_or_else(|| cwd.display().to_string());
+        let output_file =
+            nonempty("ROCPROF_OUTPUT_FILE_NAME").unwrap_or_else(|| DEFAULT_OUTPUT_FILE.to_string());
+        let children = !off("ROCPROF_ATTACH_CHILDREN");
+        let sync_output = !off("ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC");
+        let tool_library = nonempty("ROCPROF_ATTACH_TOOL_LIBRARY");
+        env.set("ROCPROF_OUTPUT_PATH", &output_dir);
         AttachRequest {
             targets,
-            children: !off("ROCPROF_ATTACH_CHILDREN"),
+            children,
             duration: None,
-            sync_output: !off("ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC"),
-            tool_library: nonempty("ROCPROF_ATTACH_TOOL_LIBRARY"),
+            sync_output,
+            tool_library,
             output_dir: PathBuf::from(output_dir),
-            output_file: nonempty("ROCPROF_OUTPUT_FILE_NAME")
-                .unwrap_or_else(|| DEFAULT_OUTPUT_FILE.to_string()),
+            output_file,
             formats: options::formats_of(env.get("ROCPROF_OUTPUT_FORMAT").unwrap_or(""))
                 .unwrap_or_default(),
             summary: false,

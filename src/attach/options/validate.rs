@@ -1,0 +1,205 @@
+//! Values checked before they reach the target, each refusal with the rule it broke: the tool
+//! reads them only inside the target, where a bad one aborts the process (`ROCP_FATAL`, an
+//! uncaught `std::regex_error` or `std::stoul` exception) or is silently ignored.
+
+use super::*;
+
+/// Check a kernel name filter the tool compiles with `std::regex` (ECMAScript grammar).
+///
+/// Anything Rust's `regex` accepts is accepted. Otherwise only errors that are errors in the
+/// ECMAScript grammar too are refused (unbalanced parentheses, an unterminated `[...]`, a
+/// quantifier with nothing to repeat, a trailing backslash), so ECMAScript-only features such
+/// as look-ahead or back-references still pass.
+pub fn check_regex(option: &str, pattern: &str) -> Result<()> {
+    if regex::Regex::new(pattern).is_ok() {
+        return Ok(());
+    }
+    let Some(problem) = ecmascript_error(pattern) else {
+        return Ok(());
+    };
+    Err(Error::usage(format!(
+        "{option} '{pattern}' is not a valid regular expression: {problem}. Rule: an ECMAScript regular \
+         expression matched against kernel names, e.g. '^gemm_.*' or 'kernelA|kernelB' (escape a literal \
+         parenthesis or bracket as \\( or \\[)"
+    )))
+}
+
+fn ecmascript_error(pattern: &str) -> Option<String> {
+    let mut open: Vec<usize> = Vec::new();
+    // Whether the previous token can be repeated.
+    let mut atom = false;
+    let mut chars = pattern.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                if chars.next().is_none() {
+                    return Some("it ends with a lone backslash".into());
+                }
+                atom = true;
+            }
+            '[' => {
+                chars.next_if(|&(_, c)| c == '^');
+                let mut closed = false;
+                while let Some((_, c)) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        ']' => {
+                            closed = true;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                if !closed {
+                    return Some(format!("the '[' at offset {i} is never closed by ']'"));
+                }
+                atom = true;
+            }
+            '(' => {
+                open.push(i);
+                // (?:, (?=, (?! are group syntax, not a quantifier.
+                chars.next_if(|&(_, c)| c == '?');
+                atom = false;
+            }
+            ')' => {
+                if open.pop().is_none() {
+                    return Some(format!("the ')' at offset {i} has no matching '('"));
+                }
+                atom = true;
+            }
+            '|' | '^' => atom = false,
+            '*' | '+' | '?' => {
+                if !atom {
+                    return Some(format!("the '{c}' at offset {i} has nothing to repeat"));
+                }
+                // A lazy '?' after a quantifier is fine; a second quantifier is not.
+                chars.next_if(|&(_, n)| n == '?');
+                atom = false;
+            }
+            _ => atom = true,
+        }
+    }
+    open.last()
+        .map(|i| format!("the '(' at offset {i} is never closed by ')'"))
+}
+
+/// Check `--kernel-iteration-range` values the way the tool parses `ROCPROF_KERNEL_FILTER_RANGE`:
+/// tokens separated by `[`, `]`, `,` or spaces, each a dispatch number `N` or a range `A-B`
+/// (decimal, A <= B).
+pub fn check_iteration_range(values: &[String]) -> Result<()> {
+    let rule =
+        "Rule: dispatch numbers N or ranges A-B (decimal, A <= B) separated by commas or spaces, \
+                optionally in brackets, e.g. '[1-5],[7]' or '1-5 7'";
+    let joined = values.join(", ");
+    let tokens: Vec<&str> = joined
+        .split(['[', ']', ',', ' '])
+        .filter(|t| !t.is_empty())
+        .collect();
+    if tokens.is_empty() {
+        return Err(Error::usage(format!(
+            "--kernel-iteration-range '{joined}' names no dispatch. {rule}"
+        )));
+    }
+    let number = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u64>().ok())
+            .flatten()
+    };
+    for t in tokens {
+        let ok = match t.split_once('-') {
+            Some((a, b)) => matches!((number(a), number(b)), (Some(a), Some(b)) if a <= b),
+            None => number(t).is_some(),
+        };
+        if !ok {
+            return Err(Error::usage(format!(
+                "--kernel-iteration-range: '{t}' is not a dispatch number or range. {rule}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Check the counter names of the `--pmc` groups: each value must name a counter (letters,
+/// digits and `_`; the tool turns other punctuation into separators and drops a value without
+/// any such character silently).
+pub fn check_pmc(groups: &[Vec<String>]) -> Result<()> {
+    for value in groups.iter().flatten() {
+        if !value.chars().any(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Error::usage(format!(
+                "--pmc: '{value}' is not a counter name. Rule: counter names are letters, digits and '_', \
+                 given as separate arguments, e.g. --pmc SQ_WAVES GRBM_COUNT (list them with rocprofv3 --list-avail)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl ProfilerOptions {
+    /// Every value check of this module that applies to these options.
+    pub(super) fn validate_values(&self) -> Result<()> {
+        if let Some(r) = self
+            .kernel_include_regex
+            .as_deref()
+            .filter(|r| !r.is_empty())
+        {
+            check_regex("--kernel-include-regex", r)?;
+        }
+        if let Some(r) = self
+            .kernel_exclude_regex
+            .as_deref()
+            .filter(|r| !r.is_empty())
+        {
+            check_regex("--kernel-exclude-regex", r)?;
+        }
+        if !self.kernel_iteration_range.is_empty() {
+            check_iteration_range(&self.kernel_iteration_range)?;
+        }
+        check_pmc(&self.pmc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regexes() {
+        for ok in [
+            "^gemm_.*", "a|b", "(?=x)y", "(a)\\1", "[(]", "\\(", "a+?", "x{2}",
+        ] {
+            assert!(check_regex("--r", ok).is_ok(), "{ok}");
+        }
+        for bad in ["(", "a)", "[abc", "*a", "a|+", "a\\", "(?:a"] {
+            let e = check_regex("--r", bad).unwrap_err().to_string();
+            assert!(e.contains("Rule:"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn ranges() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        for ok in [&["[1-5],[7]"][..], &["1-5", "7"], &["[1-5] [7]"], &["3"]] {
+            assert!(check_iteration_range(&v(ok)).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            &["abc"][..],
+            &["5-1"],
+            &["1-"],
+            &["[]"],
+            &["1-2-3"],
+            &["-4"],
+        ] {
+            let e = check_iteration_range(&v(bad)).unwrap_err().to_string();
+            assert!(e.contains("Rule:"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn counters() {
+        assert!(check_pmc(&[vec!["SQ_WAVES".into(), "GRBM_COUNT".into()]]).is_ok());
+        assert!(check_pmc(&[vec!["".into()]]).is_err());
+        assert!(check_pmc(&[vec!["SQ_WAVES".into(), " , ".into()]]).is_err());
+    }
+}

@@ -1,0 +1,144 @@
+//! Issue 19, item 2: every session stands alone: nothing an earlier session sent to the target
+//! applies to a later one.
+
+mod common;
+
+use common::{records, rocprof_attach, tool_lib, Target, TargetOpts};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// The pairs of the `n`th attach record of `t`, as a map.
+fn attach_pairs(t: &Target, n: usize) -> BTreeMap<String, String> {
+    let recs: Vec<_> = records(t)
+        .into_iter()
+        .filter(|r| r.kind == "attach")
+        .collect();
+    recs.get(n)
+        .unwrap_or_else(|| panic!("no attach record {n}: {recs:?}"))
+        .pairs()
+        .into_iter()
+        .collect()
+}
+
+#[test]
+fn sessions_in_sequence_on_one_target_each_stand_alone() {
+    let t = Target::spawn(TargetOpts::default());
+    let out = t.dir.path().join("out");
+    let (pid, tool) = (t.pid.to_string(), tool_lib());
+    let session = |extra: &[&str]| {
+        let mut args = vec!["--attach", &pid, "-d", s(&out), "-t", s(&tool)];
+        args.extend_from_slice(extra);
+        args.extend(["--attach-duration-msec", "100"]);
+        let (code, stdout, stderr) = rocprof_attach(&args, &[]).finish();
+        assert_eq!(code, 0, "{extra:?}: {stderr}\n{stdout}");
+        stdout
+    };
+    // The variables of the target after each session: the register keeps every pair it sets.
+    let mut target_env: BTreeMap<String, String> = BTreeMap::new();
+    let mut apply = |n: usize| {
+        let pairs = attach_pairs(&t, n);
+        target_env.extend(pairs.clone());
+        (pairs, target_env.clone())
+    };
+
+    // 1: HIP trace into a templated name.
+    let stdout = session(&["--hip-trace", "-o", "a/%pid%/b"]);
+    let first = out.join(format!("a/{pid}/b_standin_trace.csv"));
+    assert!(first.is_file(), "{stdout}");
+    let (sent, env) = apply(0);
+    assert_eq!(env["ROCPROF_HIP_RUNTIME_API_TRACE"], "1");
+    assert_eq!(env["ROCPROF_OUTPUT_FILE_NAME"], "a/%pid%/b");
+    assert_eq!(env["ROCPROF_KERNEL_TRACE"], "0", "{sent:?}");
+
+    // 2: plain kernel trace, no -o: the default name again, no HIP trace.
+    let stdout = session(&["--kernel-trace"]);
+    let (sent2, env) = apply(1);
+    assert_eq!(env["ROCPROF_KERNEL_TRACE"], "1");
+    assert_eq!(env["ROCPROF_HIP_RUNTIME_API_TRACE"], "0");
+    assert_eq!(env["ROCPROF_HIP_COMPILER_API_TRACE"], "0");
+    assert_eq!(env["ROCPROF_HIP_GRAPH_TRACE"], "0");
+    assert_eq!(env["ROCPROF_OUTPUT_FILE_NAME"], "%hostname%/%pid%");
+    // Nothing of session 1 is left to chance: every ROCPROF_* variable it sent is sent again.
+    for name in sent.keys().filter(|n| n.starts_with("ROCPROF_")) {
+        assert!(
+            sent2.contains_key(name),
+            "{name} not sent by session 2: {sent2:?}"
+        );
+    }
+    // No empty boolean (fatal in the tool): every trace switch is 0 or 1.
+    for (name, value) in &sent2 {
+        if name.ends_with("_TRACE") {
+            assert!(value == "0" || value == "1", "{name}={value:?}");
+        }
+    }
+    let second = out.join(format!("{}/{pid}_1_standin_trace.csv", hostname()));
+    assert!(
+        second.is_file(),
+        "session 2 writes under the default name: {stdout}"
+    );
+    assert!(stdout.contains(s(&second)), "{stdout}");
+    assert!(!out.join(format!("a/{pid}/b_1_standin_trace.csv")).exists());
+
+    // 3: counters and a filter, then 4: plain again: the counters and the filter are gone.
+    session(&[
+        "--pmc",
+        "SQ_WAVES",
+        "--kernel-include-regex",
+        "^gemm",
+        "-o",
+        "c",
+    ]);
+    let (_, env) = apply(2);
+    assert_eq!(env["ROCPROF_COUNTERS"], "pmc: SQ_WAVES");
+    assert_eq!(env["ROCPROF_COUNTER_COLLECTION"], "1");
+    assert_eq!(env["ROCPROF_KERNEL_TRACE"], "0");
+    assert_eq!(env["ROCPROF_KERNEL_FILTER_INCLUDE_REGEX"], "^gemm");
+    assert!(out.join(format!("c_{pid}_2_standin_trace.csv")).is_file());
+    session(&["--memory-copy-trace"]);
+    let (_, env) = apply(3);
+    assert_eq!(
+        env["ROCPROF_COUNTERS"], "",
+        "empty means no counters to the tool"
+    );
+    assert_eq!(env["ROCPROF_COUNTER_COLLECTION"], "0");
+    assert_eq!(env["ROCPROF_KERNEL_FILTER_INCLUDE_REGEX"], ".*");
+    assert_eq!(env["ROCPROF_PC_SAMPLING_METHOD"], "none");
+    assert_eq!(env["ROCPROF_MEMORY_COPY_TRACE"], "1");
+    assert!(out
+        .join(format!("{}/{pid}_3_standin_trace.csv", hostname()))
+        .is_file());
+    t.assert_heartbeat();
+}
+
+#[test]
+fn a_variable_exported_by_the_user_is_kept() {
+    let t = Target::spawn(TargetOpts::default());
+    let out = t.dir.path().join("out");
+    let (pid, tool) = (t.pid.to_string(), tool_lib());
+    let args = [
+        "--attach",
+        &pid,
+        "-d",
+        s(&out),
+        "-t",
+        s(&tool),
+        "--attach-duration-msec",
+        "50",
+    ];
+    let (code, _, stderr) = rocprof_attach(&args, &[("ROCPROF_KERNEL_TRACE", "1")]).finish();
+    assert_eq!(code, 0, "{stderr}");
+    let env = attach_pairs(&t, 0);
+    assert_eq!(env["ROCPROF_KERNEL_TRACE"], "1");
+    assert_eq!(env["ROCPROF_MARKER_API_TRACE"], "0");
+}
