@@ -1,4 +1,4 @@
-//! rocprofv3 option -> environment mapping (protocol section 7.2), checked through the real
+//! rocprofv3 option -> environment mapping (docs/protocol.md section 7.2), checked through the real
 //! command-line parser without running a session.
 
 use rocprof_attach::attach::envbuf::{decode, encode, EnvList};

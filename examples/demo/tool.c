@@ -2,7 +2,8 @@
  *
  * The stand-in rocprofiler-register (tests/fixtures/register_standin.c) dlopens this library on the
  * first attach and calls the hooks below on every attach/detach, after applying the attacher's
- * environment with setenv. It plays the part of rocprofv3's tool library (attach-protocol.md 8.1-8.3):
+ * environment with setenv. It plays the part of rocprofv3's tool library
+ * (docs/protocol.md sections 8.1 to 8.3):
  *
  * attach:  read ROCPROF_* settings, number the session (/tmp/rocprofv3_attach_<pid>.session), then
  *          replace entries of the "hip" runtime's dispatch table (demo_runtime.h) with recording
@@ -358,7 +359,7 @@ static void restore_originals(void) {
     SET_ENTRY(demoDeviceSynchronize, g_orig.demoDeviceSynchronize);
 }
 
-/* ---- output naming (output-formats.md 6, attach-protocol.md 8.1 and 8.2) ---- */
+/* ---- output naming (output-formats.md 6, docs/protocol.md sections 8.1 and 8.2) ---- */
 
 typedef struct { char* buf; size_t len, cap; int oom; } str_t;
 

@@ -1,4 +1,5 @@
-//! The environment list we send to the target and its wire encoding (protocol section 5.10).
+//! The environment list we send to the target and its wire encoding
+//! (docs/protocol.md section 5.10).
 //!
 //! [`EnvList`] is an ordered list of `(name, value)` pairs that behaves like C `environ` under
 //! `setenv(3)`: setting an existing name replaces its value in place, setting a new name appends it
@@ -14,9 +15,9 @@ use crate::attach::error::{Error, Result};
 /// Variables that start with `ROCP` but must never be sent to the target.
 ///
 /// * `ROCPROFILER_REGISTER_LIBRARY`: a host-side path set by the attacher's SDK; the target must
-///   resolve its own (protocol 5.10).
+///   resolve its own (docs/protocol.md section 5.10).
 /// * `ROCP_TOOL_LIBRARIES`: rocprofv3's LD_PRELOAD-mode tool list; in attach mode the tool is given
-///   by the second argument of the attach call instead (protocol 6.2 step 2).
+///   by the second argument of the attach call instead (docs/protocol.md section 6.2, step 2).
 pub const EXCLUDED: [&str; 2] = ["ROCPROFILER_REGISTER_LIBRARY", "ROCP_TOOL_LIBRARIES"];
 
 /// An ordered environment (name, value) list that behaves like C `environ` under `setenv`.
@@ -132,8 +133,9 @@ pub fn is_encodable(name: &str, value: &str) -> bool {
 }
 
 /// Encode the `ROCP*` part of `env` as the buffer `rocprofiler_register_attach` consumes
-/// (protocol 5.10): a little-endian `u32` count, then `name\0value\0` for each forwarded entry, in
-/// list order. Entries that cannot be encoded (see [`is_encodable`]) are skipped.
+/// (docs/protocol.md section 5.10): a little-endian `u32` count, then `name\0value\0` for each
+/// forwarded entry, in list order. Entries that cannot be encoded (see [`is_encodable`]) are
+/// skipped.
 pub fn encode(env: &EnvList) -> Vec<u8> {
     let entries: Vec<(&str, &str)> = env.forwarded().collect();
     let size = 4 + entries

@@ -1,7 +1,7 @@
 //! Has the target already loaded a tool library (an earlier attach), and does this session's tool
 //! match it? rocprofiler-register accepts a reattach only with the exact tool string of the first
-//! attach (protocol section 3.1 step 4, status 8), so a different tool is refused here, before any
-//! ptrace, with the tool to pass.
+//! attach (docs/protocol.md section 3.1, step 4: status 8), so a different tool is refused here,
+//! before any ptrace, with the tool to pass.
 //!
 //! The tool is recognised by what it exports, not by its file name: every mapped object (one per
 //! file) that exports the attach entry point [`CONFIGURE_ATTACH_SYMBOL`] is a tool, whatever it is
@@ -26,8 +26,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// The function a tool library exports to take part in attach (protocol section 4: looked up
-/// next to `rocprofiler_configure` in each tool library).
+/// The function a tool library exports to take part in attach (docs/protocol.md section 4:
+/// looked up next to `rocprofiler_configure` in each tool library).
 pub const CONFIGURE_ATTACH_SYMBOL: &str = "rocprofiler_configure_attach";
 
 /// (major, minor, inode) of a mapped file.

@@ -1,5 +1,5 @@
 //! Choosing and validating the tool-library string sent to `rocprofiler_register_attach`
-//! (protocol sections 5.4 and 6.4).
+//! (docs/protocol.md sections 5.4 and 6.4).
 //!
 //! The string is used verbatim by the target's dynamic loader, so every check here happens inside
 //! the target's root directory (`/proc/PID/root`), resolving symlinks there
@@ -119,7 +119,7 @@ pub(crate) fn maps_of(
     }
 }
 
-/// Validate a tool-library string for `pid` (section 5.4, fixed for colon lists).
+/// Validate a tool-library string for `pid` (docs/protocol.md section 5.4, fixed for colon lists).
 ///
 /// Returns (warnings, notes). Empty strings and lists are usage errors; an absolute entry that does
 /// not exist in the target's root (or is not a regular file) makes the target not attachable.

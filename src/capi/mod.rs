@@ -1,7 +1,7 @@
 //! The rocattach C ABI front end: a drop-in for ROCm's `librocprofiler-sdk-rocattach.so.1`
-//! (protocol sections 5.1 and 5.2) and for the older `librocprofv3-attach.so`
-//! (`void attach(uint32_t pid)` / `void detach(void)`, section 6.5). Header: `src/capi/rocattach.h`;
-//! how ROCm's tools pick it up: `docs/library.md`.
+//! (docs/protocol.md sections 5.1 and 5.2) and for the older `librocprofv3-attach.so`
+//! (`void attach(uint32_t pid)` / `void detach(void)`, docs/protocol.md section 6.5). Header:
+//! `src/capi/rocattach.h`; how ROCm's tools pick it up: `docs/library.md`.
 //!
 //! The functions run inside someone else's process (rocprofv3's launcher, rocprof-compute, a
 //! Python script), so they keep these rules:

@@ -20,7 +20,7 @@ use crate::engine::procfs;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-/// The variable the tool library string is read from (protocol section 5.4).
+/// The variable the tool library string is read from (docs/protocol.md section 5.4).
 pub const TOOL_VARIABLE: &str = "ROCPROF_ATTACH_TOOL_LIBRARY";
 
 #[derive(Debug)]
@@ -479,7 +479,7 @@ fn detach_status(out: &DetachOutcome, log: &Log) -> Status {
     let mut last = Status::Success;
     for f in &out.failures {
         match &f.error {
-            // rocattach logs a refused detach call and still succeeds (section 5.12).
+            // rocattach logs a refused detach call and still succeeds (docs/protocol.md section 5.12).
             Error::Rejected { .. } => log.warn(&f.error.to_string()),
             e => {
                 log.error(&e.to_string());

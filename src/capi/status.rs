@@ -1,4 +1,4 @@
-//! `rocattach_status_t` (protocol section 5.2) and which of our errors maps to which value.
+//! `rocattach_status_t` (docs/protocol.md section 5.2) and which of our errors maps to which value.
 
 use crate::attach;
 use crate::engine;
@@ -70,7 +70,7 @@ pub fn message(status: i32) -> Option<&'static std::ffi::CStr> {
 }
 
 /// The status for an attach-layer error. Timeouts are 1 and a target that exited is 6 (the sane
-/// codes of section 5.2, not rocattach's "success, then a failing ptrace call").
+/// codes of docs/protocol.md section 5.2, not rocattach's "success, then a failing ptrace call").
 pub fn of_error(e: &attach::Error) -> Status {
     match e {
         attach::Error::Usage(_) => Status::InvalidArgument,

@@ -10,11 +10,11 @@
 //! dispositions, opening `/proc/PID/mem`, reading the code at the site, allocating the register
 //! buffers) happens before the interrupt, and small buffers for a call go on the thread's own
 //! stack below the red zone ([`Injection::place`]) instead of a remote `mmap`/`munmap`, which would
-//! cost four more stops (protocol section 11, item 11). Each step is timed ([`StepTime`]).
+//! cost four more stops (docs/protocol.md section 11, item 11). Each step is timed ([`StepTime`]).
 //!
-//! Fixes over ROCm's engine (protocol section 11): `orig_rax = -1` in injected frames, FP state
-//! saved and restored, mmap results checked for -errno, `int` results read as 32 bits, mappings
-//! unmapped on every failure path, one interrupt-stop for the whole sequence.
+//! Fixes over ROCm's engine (docs/protocol.md section 11): `orig_rax = -1` in injected frames,
+//! FP state saved and restored, mmap results checked for -errno, `int` results read as 32 bits,
+//! mappings unmapped on every failure path, one interrupt-stop for the whole sequence.
 
 use crate::engine::arch::{self, Regs};
 use crate::engine::error::{Error, Result};

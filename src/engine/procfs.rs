@@ -499,7 +499,8 @@ pub fn parse_children(text: &str, path: &Path) -> Result<Vec<i32>> {
     parse_list(text, path, "children")
 }
 
-/// Breadth-first snapshot of all descendants of `pid` (root excluded), protocol section 5.11.
+/// Breadth-first snapshot of all descendants of `pid` (root excluded),
+/// docs/protocol.md section 5.11.
 ///
 /// Processes that exit during the walk are skipped; processes created later are not included.
 pub fn descendants(pid: i32) -> Result<Vec<i32>> {

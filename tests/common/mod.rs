@@ -510,7 +510,7 @@ pub fn symbol_addr(pid: i32, lib: &Path, sym: &str) -> u64 {
     panic!("{} not mapped in {pid}", lib.display());
 }
 
-/// Encode an environment buffer by hand (independent oracle of protocol section 5.10).
+/// Encode an environment buffer by hand (independent oracle of docs/protocol.md section 5.10).
 pub fn env_buffer(pairs: &[(&str, &str)]) -> Vec<u8> {
     let mut b = (pairs.len() as u32).to_le_bytes().to_vec();
     for (k, v) in pairs {

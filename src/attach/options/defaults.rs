@@ -1,8 +1,8 @@
 //! Every `ROCPROF_*` variable the options cover, with the value that means "not asked for".
 //!
 //! The register `setenv`s each pair it receives into the target and keeps it after a successful
-//! attach (protocol 3.1 step 5), and the tool builds its configuration from the target's whole
-//! environment at every attach (protocol 8.2). A variable one session sent therefore applies to
+//! attach (docs/protocol.md section 3.1, step 5), and the tool builds its configuration from the target's whole
+//! environment at every attach (docs/protocol.md section 8.2). A variable one session sent therefore applies to
 //! every later session unless that session sends it again. [`fill_unset`] makes each session
 //! stand alone: after the options are applied, every covered variable that is still absent gets
 //! its "off" value, so the target sees exactly what this session asked for.

@@ -1,5 +1,5 @@
 //! rocprofv3's tracing, counter, filter, summary and output options, and the `ROCPROF_*` variables
-//! they set (protocol section 7.2).
+//! they set (docs/protocol.md section 7.2).
 //!
 //! [`ProfilerOptions`] is flattened into the command line by [`crate::cli`]. [`ProfilerOptions::apply`]
 //! writes exactly the variables `rocprofv3 --attach` would write into its environment (which then
@@ -7,7 +7,8 @@
 //! differences:
 //!
 //! * `--perfetto-buffer-fill-policy` is exported as `ROCPROF_PERFETTO_BUFFER_FILL_POLICY`
-//!   (rocprofv3 reads it under a wrong attribute name and silently drops it, protocol 11 item 24);
+//!   (rocprofv3 reads it under a wrong attribute name and silently drops it,
+//!   docs/protocol.md section 11, item 24);
 //! * a relative `-d/--output-directory` is made absolute against our working directory, because the
 //!   target would otherwise resolve it against *its* working directory (values starting with `%cwd%`
 //!   or an environment placeholder are kept verbatim);
@@ -52,7 +53,7 @@ pub const H_OUTPUT: &str = "Output";
 /// Help heading for advanced options (PC sampling, thread trace, tool internals).
 pub const H_ADVANCED: &str = "Advanced";
 
-/// The default output file name template of rocprofv3's tool (protocol 8.1).
+/// The default output file name template of rocprofv3's tool (docs/protocol.md section 8.1).
 pub const DEFAULT_OUTPUT_FILE: &str = "%hostname%/%pid%";
 
 /// Counters `--att-activity` collects (same list as rocprofv3).

@@ -1,4 +1,4 @@
-//! Preflight checks before any ptrace (protocol section 6.3): everything `--check` reports.
+//! Preflight checks before any ptrace (docs/protocol.md section 6.3): everything `--check` reports.
 //!
 //! Everything here only reads `/proc`; the target is never stopped or modified. Each failure is a
 //! distinct error naming the cause and the exact fix ([`diagnose`] explains a missing listener,

@@ -4,7 +4,8 @@
 //!
 //! Nothing of ours stays attached to a target during the profiling window: each attach and each
 //! detach is one short injection run by an [`Injector`] (the CLI's is the forked agent of
-//! [`crate::engine::agent`]), and the listener is released in between (protocol section 11.9).
+//! [`crate::engine::agent`]), and the listener is released in between
+//! (docs/protocol.md section 11, item 9).
 //! So a library front end can attach now and detach later from another call: [`attach()`]
 //! returns [`Attachment`]s, and [`detach()`] (or [`detach_one`]) needs nothing else.
 //!
@@ -167,7 +168,7 @@ impl Injector for Agents {
     }
 }
 
-/// Name and meaning of a rocprofiler-register status code (protocol section 3.4).
+/// Name and meaning of a rocprofiler-register status code (docs/protocol.md section 3.4).
 pub fn register_status(code: i32) -> (&'static str, &'static str) {
     match code {
         0 => ("ROCP_REG_SUCCESS", "success"),

@@ -13,7 +13,8 @@
 //! Every step of a sequence is timed in the agent and sent back in the [`Outcome`]; the front
 //! end's side emits them as `tracing` debug events (`-vv`), so nothing is logged from the agent.
 //!
-//! Between attach and detach nothing of ours is attached to the target (protocol section 11.9).
+//! Between attach and detach nothing of ours is attached to the target
+//! (docs/protocol.md section 11, item 9).
 
 use crate::engine::error::{Error, Result};
 use crate::engine::faults::{self, Step};
@@ -46,7 +47,7 @@ pub enum Job {
     /// `rocprofiler_register_attach(env, tool)` with both buffers placed in the target (on the
     /// listener's stack or in a mapping), written and removed again.
     Attach {
-        /// Encoded environment buffer (protocol section 5.10).
+        /// Encoded environment buffer (docs/protocol.md section 5.10).
         #[serde(with = "hex_bytes")]
         env: Vec<u8>,
         /// Tool library string, without the terminating NUL (added here).

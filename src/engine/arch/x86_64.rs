@@ -1,4 +1,4 @@
-//! x86-64 register frames and stubs (protocol section 5.7 with the fixes of section 11).
+//! x86-64 register frames and stubs (docs/protocol.md sections 5.7 and 11).
 
 use crate::engine::error::Result;
 

@@ -62,7 +62,7 @@ impl Image {
     }
 }
 
-/// True when a maps path names the library `name` (protocol 5.8 step 2).
+/// True when a maps path names the library `name` (docs/protocol.md section 5.8, step 2).
 ///
 /// Matches an equal path, an equal basename, or a basename starting with "`<basename>.`" (versioned
 /// sonames). If `name` contains '/', the full path must also be equal.
@@ -240,8 +240,8 @@ fn page_size() -> u64 {
 /// Cap on the file-backed PT_LOAD segments of an object (real shared libraries have 2 to 5).
 pub const MAX_LOADS: usize = 64;
 
-/// Load bias per protocol 5.8 step 6: exactly one candidate consistent with every file-backed
-/// PT_LOAD.
+/// Load bias per docs/protocol.md section 5.8, step 6: exactly one candidate consistent with
+/// every file-backed PT_LOAD.
 ///
 /// Every consistent bias places the first PT_LOAD on a mapping of its page offset, so only those
 /// mappings are candidates, each checked against a set of the mappings: linear in the number of

@@ -1,4 +1,4 @@
-//! Finding a function in the target's copy of a shared library (section 5.8 of the protocol).
+//! Finding a function in the target's copy of a shared library (docs/protocol.md section 5.8).
 //!
 //! Nothing here uses ptrace: the object is found in `/proc/PID/maps`, read through
 //! `/proc/PID/map_files` (or the path inside the target's root, verified by GNU Build ID against

@@ -5,7 +5,7 @@
 //! by a per-thread POSIX timer ([`timer`]) that interrupts the wait with a signal (installed
 //! without `SA_RESTART`), so every wait is bounded without burning CPU.
 //!
-//! Stops are classified strictly (protocol section 11, items 16 and 17):
+//! Stops are classified strictly (docs/protocol.md section 11, items 16 and 17):
 //! * an interrupt-stop is `PTRACE_EVENT_STOP` with `SIGTRAP`;
 //! * a group-stop (job control) is `PTRACE_EVENT_STOP` with a stop signal. Waiting for an
 //!   interrupt-stop, it ends the wait at once with [`Error::GroupStopped`] (the thread is in a
