@@ -90,7 +90,16 @@ pub fn run_summary(c: SummaryArgs) -> ExitCode {
         let sources = crate::rocpd::reader::all_sources(&dbs)?;
         let window = opts.time_window.resolve(&sources)?;
         let top = c.top.max(1);
-        let overall = summary::Summary::collect_in(&sources, &opts, &window)?;
+        let formats: Vec<report::Format> = c.formats.iter().map(|f| f.report()).collect();
+        let files_wanted = formats.iter().any(|f| *f != report::Format::Console);
+        // One pass over the rows: statistics per process and overall, and the HTML timeline.
+        let pass = report::pass::run(
+            &sources,
+            &opts,
+            &window,
+            formats.contains(&report::Format::Html),
+        )?;
+        let overall = pass.overall;
         if let (Some(w), true) = (&window, overall.domains.is_empty()) {
             return Err(crate::rocpd::window::empty(w));
         }
@@ -99,21 +108,20 @@ pub fn run_summary(c: SummaryArgs) -> ExitCode {
             summary: overall,
         }];
         if c.summary_by_rank {
-            for (i, src) in sources.iter().enumerate() {
+            for (i, (src, s)) in sources.iter().zip(pass.per_source).enumerate() {
                 let pid = src.dims(opts.agent_index)?.process.pid;
                 let rank = report::summary::rank_of(src).unwrap_or(i as i64);
                 sections.push(report::summary::Section {
                     title: format!("Rank {rank} (pid {pid})"),
-                    summary: summary::Summary::collect_in(
-                        std::slice::from_ref(src),
-                        &opts,
-                        &window,
-                    )?,
+                    summary: s,
                 });
             }
         }
-        let formats: Vec<report::Format> = c.formats.iter().map(|f| f.report()).collect();
-        let files_wanted = formats.iter().any(|f| *f != report::Format::Console);
+        let timeline = pass.timeline.unwrap_or(report::pass::Timeline {
+            start: 0,
+            end: 0,
+            lanes: Vec::new(),
+        });
         let stats_csv =
             formats.contains(&report::Format::Csv) || (!files_wanted && c.out_dir.is_some());
         if files_wanted || c.out_dir.is_some() {
@@ -167,7 +175,7 @@ pub fn run_summary(c: SummaryArgs) -> ExitCode {
                     report::Format::Html => report::summary::page(
                         &sources,
                         &sections,
-                        &opts,
+                        &timeline,
                         &window,
                         top,
                         c.domain_summary,

@@ -6,12 +6,11 @@
 
 use std::collections::HashMap;
 
-use super::csv::kernel_name;
 use super::domain::{Domain, STATS_HEADER};
 use super::numfmt::{c_fixed, c_scientific, stats_double, stats_percent, Line};
 use super::output::OutputSet;
 use super::reader::Source;
-use super::window::{keeps, MaybeWindow};
+use super::window::MaybeWindow;
 use super::ConvertOptions;
 use crate::rocpd::error::Result;
 
@@ -89,18 +88,6 @@ pub struct Summary {
     pub domains: HashMap<Domain, HashMap<String, Stats>>,
 }
 
-fn add(map: &mut HashMap<String, Stats>, name: &str, start: i64, end: i64) {
-    let d = end.saturating_sub(start).max(0) as u64;
-    match map.get_mut(name) {
-        Some(s) => s.add(d),
-        None => {
-            let mut s = Stats::default();
-            s.add(d);
-            map.insert(name.to_owned(), s);
-        }
-    }
-}
-
 impl Summary {
     /// Accumulates every kernel, API call, copy and allocation of `sources`.
     pub fn collect(sources: &[Source<'_>], opts: &ConvertOptions) -> Result<Summary> {
@@ -108,69 +95,28 @@ impl Summary {
     }
 
     /// Accumulates the kernels, API calls, copies and allocations of `sources` that `window`
-    /// keeps.
+    /// keeps (one pass over each source, see [`crate::rocpd::report::pass`]).
     pub fn collect_in(
         sources: &[Source<'_>],
         opts: &ConvertOptions,
         window: &MaybeWindow,
     ) -> Result<Summary> {
-        let w = *window;
-        let mut s = Summary::default();
-        for src in sources {
-            let dims = src.dims(opts.agent_index)?;
-            let kmap = s.domains.entry(Domain::KernelDispatch).or_default();
-            src.dispatches(|k| {
-                if !keeps(&w, k.start, k.end) {
-                    return Ok(());
+        Ok(crate::rocpd::report::pass::run(sources, opts, window, false)?.overall)
+    }
+
+    /// Adds the statistics of `other` (statistics merge exactly: integer sums, min, max).
+    pub fn merge(&mut self, other: &Summary) {
+        for (d, names) in &other.domains {
+            let mine = self.domains.entry(*d).or_default();
+            for (n, s) in names {
+                match mine.get_mut(n) {
+                    Some(t) => t.merge(s),
+                    None => {
+                        mine.insert(n.clone(), *s);
+                    }
                 }
-                add(
-                    kmap,
-                    kernel_name(&dims, k.kernel_id, k.region_name_id, opts.kernel_rename),
-                    k.start,
-                    k.end,
-                );
-                Ok(())
-            })?;
-            let mut kinds: HashMap<Option<i64>, Option<Domain>> = HashMap::new();
-            src.api_calls(|a| {
-                if !keeps(&w, a.start, a.end) {
-                    return Ok(());
-                }
-                let domain = *kinds
-                    .entry(a.category_id)
-                    .or_insert_with(|| Domain::of_api_kind(dims.string(a.category_id)));
-                if let Some(d) = domain {
-                    let name = match (&a.message, d) {
-                        (Some(m), Domain::MarkerApi) => m.as_str(),
-                        _ => dims.string(a.name_id),
-                    };
-                    add(s.domains.entry(d).or_default(), name, a.start, a.end);
-                }
-                Ok(())
-            })?;
-            let cmap = s.domains.entry(Domain::MemoryCopy).or_default();
-            src.memory_copies(|m| {
-                if !keeps(&w, m.start, m.end) {
-                    return Ok(());
-                }
-                add(cmap, dims.string(m.name_id), m.start, m.end);
-                Ok(())
-            })?;
-            src.memory_allocations(|m| {
-                if !keeps(&w, m.start, m.end) {
-                    return Ok(());
-                }
-                let d = if m.scratch {
-                    Domain::ScratchMemory
-                } else {
-                    Domain::MemoryAllocation
-                };
-                add(s.domains.entry(d).or_default(), m.operation, m.start, m.end);
-                Ok(())
-            })?;
+            }
         }
-        s.domains.retain(|_, m| !m.is_empty());
-        Ok(s)
     }
 
     /// Rows of one domain, sorted by total duration (descending, then by name).

@@ -2,16 +2,15 @@
 //! bar charts of the top kernels and APIs, time per domain, and a timeline overview per process
 //! and agent (inline SVG).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::html::{self, Lane};
+use super::html;
+use super::pass::Timeline;
 use super::{esc, html_table, Cell, Table};
 use crate::rocpd::domain::Domain;
 use crate::rocpd::reader::Source;
 use crate::rocpd::summary::{Stats, Summary};
-use crate::rocpd::window::{self, keeps, MaybeWindow};
-use crate::rocpd::ConvertOptions;
+use crate::rocpd::window::MaybeWindow;
 use crate::rocpd::Result;
 
 /// One summarised group of processes (all of them, or one rank).
@@ -84,110 +83,6 @@ pub fn tables(s: &Summary, top: usize, domain_summary: bool, prefix: &str) -> Ve
     out
 }
 
-/// Busy time per bin of one lane.
-struct Bins {
-    start: i64,
-    width: f64,
-    busy: Vec<f64>,
-}
-
-impl Bins {
-    fn add(&mut self, s: i64, e: i64) {
-        let n = self.busy.len();
-        let (s, e) = (s as f64 - self.start as f64, e as f64 - self.start as f64);
-        if e < 0.0 || n == 0 {
-            return;
-        }
-        let first = ((s / self.width).floor().max(0.0) as usize).min(n - 1);
-        let last = ((e / self.width).floor().max(0.0) as usize).min(n - 1);
-        for b in first..=last {
-            let lo = (b as f64 * self.width).max(s);
-            let hi = ((b + 1) as f64 * self.width).min(e);
-            if hi > lo {
-                self.busy[b] += hi - lo;
-            } else if s == e {
-                self.busy[b] += self.width * 0.01;
-            }
-        }
-    }
-}
-
-const BINS: usize = 300;
-
-/// The timeline overview: a host lane (API calls) per process and a lane per agent (kernels and
-/// copies to it), each bin shaded by its busy fraction.
-fn timeline(sources: &[Source<'_>], opts: &ConvertOptions, window: &MaybeWindow) -> Result<String> {
-    let mut span: Option<(i64, i64)> = None;
-    for s in sources {
-        if let Some((a, b)) = window::extent(s)? {
-            span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
-        }
-    }
-    let (mut start, mut end) = span.unwrap_or((0, 0));
-    if let Some(w) = window {
-        start = start.max(w.start);
-        end = end.min(w.end);
-    }
-    if end <= start {
-        return Ok(html::timeline(start, end, &[]));
-    }
-    let width = (end - start) as f64 / BINS as f64;
-    let new_bins = || Bins {
-        start,
-        width,
-        busy: vec![0.0; BINS],
-    };
-    let mut lanes = Vec::new();
-    for (i, src) in sources.iter().enumerate() {
-        let dims = src.dims(opts.agent_index)?;
-        let pid = dims.process.pid;
-        let mut host = new_bins();
-        let mut agents: BTreeMap<i64, Bins> = BTreeMap::new();
-        let w = *window;
-        src.api_calls(|a| {
-            if keeps(&w, a.start, a.end) {
-                host.add(a.start, a.end);
-            }
-            Ok(())
-        })?;
-        src.dispatches(|k| {
-            if keeps(&w, k.start, k.end) {
-                agents
-                    .entry(k.agent_id)
-                    .or_insert_with(new_bins)
-                    .add(k.start, k.end);
-            }
-            Ok(())
-        })?;
-        src.memory_copies(|m| {
-            if keeps(&w, m.start, m.end) {
-                agents
-                    .entry(m.dst_agent_id.unwrap_or(-1))
-                    .or_insert_with(new_bins)
-                    .add(m.start, m.end);
-            }
-            Ok(())
-        })?;
-        let frac = |b: Bins| b.busy.iter().map(|v| (v / width) as f32).collect();
-        lanes.push(Lane {
-            label: format!("pid {pid} host"),
-            busy: frac(host),
-            color: 2 * i,
-        });
-        for (a, b) in agents {
-            lanes.push(Lane {
-                label: format!(
-                    "pid {pid} {}",
-                    crate::rocpd::pftrace::tracks::agent_name(&dims, a, opts.agent_index)
-                ),
-                busy: frac(b),
-                color: 2 * i + 1,
-            });
-        }
-    }
-    Ok(html::timeline(start, end, &lanes))
-}
-
 fn charts(s: &Summary, top: usize) -> String {
     let kernels: Vec<(String, f64, u64)> = s
         .sorted(Domain::KernelDispatch)
@@ -223,7 +118,7 @@ fn charts(s: &Summary, top: usize) -> String {
 pub fn page(
     sources: &[Source<'_>],
     sections: &[Section],
-    opts: &ConvertOptions,
+    timeline: &Timeline,
     window: &MaybeWindow,
     top: usize,
     domain_summary: bool,
@@ -252,7 +147,11 @@ pub fn page(
             .join(", "))
     );
     body.push_str("<h2>Timeline overview</h2>");
-    body.push_str(&timeline(sources, opts, window)?);
+    body.push_str(&html::timeline(
+        timeline.start,
+        timeline.end,
+        &timeline.lanes,
+    ));
     for sec in sections {
         let _ = write!(body, "<h2>{}</h2>", esc(&sec.title));
         if sec.summary.domains.is_empty() {
