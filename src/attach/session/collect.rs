@@ -244,7 +244,7 @@ fn convert_missing_formats(
         });
         let name = stem.unwrap_or_else(|| "results".into());
         // Converted files belong beside the database like the tool's own: same owner.
-        let owner = std::fs::metadata(&db).ok().map(|m| {
+        let owner = std::fs::metadata(db).ok().map(|m| {
             use std::os::unix::fs::MetadataExt;
             (m.uid(), m.gid())
         });
