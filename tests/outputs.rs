@@ -343,3 +343,83 @@ fn a_full_disk_is_a_failure_that_names_enospc_and_the_files() {
         );
     }
 }
+
+/// Asynchronous output (issue 19 item 6): the stand-in tool writes its files from a thread 300 ms
+/// after the detach; the session waits for them (inotify and the target's pidfd, bounded by
+/// `--output-timeout`) and lists them, exit code 0, not 9.
+#[test]
+fn async_output_is_awaited_and_listed() {
+    let t = Target::spawn(TargetOpts::default());
+    let out = t.dir.path().join("out");
+    // The default template (%hostname%/%pid%): the tool creates the subdirectory as it writes.
+    let (code, stdout, stderr) = session(
+        &t,
+        &[
+            "--kernel-trace",
+            "-d",
+            out.to_str().unwrap(),
+            "--attach-sync-output=false",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(!stderr.contains("no output"), "{stderr}");
+    assert!(!stderr.contains("not yet written"), "{stderr}");
+    let files = listed(&stdout);
+    let want = format!("{}_standin_trace.csv", t.pid);
+    assert_eq!(files.len(), 1, "{stdout}\n{stderr}");
+    assert!(files[0].ends_with(&want), "{files:?}");
+    assert!(files[0].starts_with(out.to_str().unwrap()), "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).expect("the listed file");
+    assert!(text.ends_with('\n'), "listed only once complete: {text:?}");
+}
+
+/// A tool slower than `--output-timeout`: a warning says the output is not written yet and
+/// where it will appear; no "no output" blame and no exit code 9, and the session returns once
+/// the timeout passes.
+#[test]
+fn async_output_later_than_the_timeout_is_a_warning_naming_where() {
+    let mut opts = TargetOpts::default();
+    opts.env
+        .push(("STANDIN_TOOL_ASYNC_DELAY_MS".into(), "5000".into()));
+    let t = Target::spawn(opts);
+    let out = t.dir.path().join("late");
+    let start = std::time::Instant::now();
+    let (code, stdout, stderr) = session(
+        &t,
+        &[
+            "--kernel-trace",
+            "-d",
+            out.to_str().unwrap(),
+            "-o",
+            "run",
+            "--attach-sync-output=false",
+            "--output-timeout",
+            "200ms",
+        ],
+        &[],
+    );
+    let took = start.elapsed();
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(!stderr.contains("no output"), "{stderr}");
+    assert!(stderr.contains("output not yet written"), "{stderr}");
+    assert!(stderr.contains("--output-timeout 200 ms"), "{stderr}");
+    let place = format!("{}*", out.join("run").display());
+    assert!(stderr.contains(&place), "names {place}: {stderr}");
+    assert!(listed(&stdout).is_empty(), "{stdout}");
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "bounded by the timeout, not the tool: {took:?}"
+    );
+}
+
+#[test]
+fn output_timeout_is_parsed_like_the_other_durations() {
+    let t = Target::spawn(TargetOpts::default());
+    let (code, _, stderr) = session(&t, &["--output-timeout", "soon"], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("invalid duration 'soon' in --output-timeout"),
+        "{stderr}"
+    );
+}

@@ -18,8 +18,8 @@ pub use crate::cli::docs::{completions, man_page};
 use crate::cli::error::{Error, Result};
 use crate::cli::help::{known_mistake, AFTER_HELP, AFTER_LONG_HELP};
 use crate::cli::rocpd_args::{ConvertArgs, QueryArgs, SummaryArgs};
-use crate::cli::values::parse_pid_list;
 pub use crate::cli::values::{parse_duration, Source, MAX_DURATION};
+use crate::cli::values::{parse_output_timeout, parse_pid_list};
 use clap::builder::TypedValueParser;
 use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
 use std::ffi::OsString;
@@ -106,6 +106,10 @@ pub struct Cli {
     /// (the profiler then stays active in it) [default: 10s]
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, help_heading = options::H_ADVANCED)]
     pub stopped_timeout: Option<String>,
+    /// With --attach-sync-output=false: how long to wait after the detach for the tool to write
+    /// its output in the background (0: do not wait; the files then come later) [default: 30s]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, help_heading = options::H_ADVANCED)]
+    pub output_timeout: Option<String>,
     /// How many processes are attached or detached at the same time
     #[arg(long, value_name = "N", default_value_t = DEFAULT_PARALLEL,
           value_parser = clap::value_parser!(u16).range(1..).map(usize::from), help_heading = options::H_ADVANCED)]
@@ -412,6 +416,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         },
     };
     let stopped_wait = stopped_wait()?;
+    let output_wait = parse_output_timeout(cli.output_timeout.as_deref())?;
     let children = match cli.attach_children {
         Some(c) => c,
         None => env_bool(base_env, "ROCPROF_ATTACH_CHILDREN")?.unwrap_or(true),
@@ -481,6 +486,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         summary: cli.profiler.summary == Some(true),
         parallelism: cli.parallel,
         stopped_wait,
+        output_wait,
         env,
     };
     Ok(done(Action::Attach(Box::new(request)), warnings))

@@ -211,6 +211,10 @@ impl Ui {
                 wait.as_millis()
             )),
             Event::Continued { pid } => self.info(format!("process {pid} continued; detaching it")),
+            Event::AwaitingOutput { timeout } => self.info(format!(
+                "waiting up to {} for the tool to write its output in the background (--output-timeout)",
+                crate::attach::session::describe_duration(timeout)
+            )),
             Event::Detached { pid, detach_ms } => {
                 self.info(format!("detached from PID {pid} in {detach_ms:.1} ms"))
             }

@@ -153,7 +153,23 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
     phases.done("detach");
     // A failed detach leaves the record of an active session, for `--detach` to finish.
     session::settle(&plan.claims, &plan.pids(), &detached);
-    let report = collector.collect(req, &plan, &attached, &end, &detached, &events);
+    // With asynchronous output the tool writes after the detach: wait (bounded) for its files.
+    let waited = if req.sync_output || detached.detached.is_empty() || req.output_wait.is_zero() {
+        session::OutputWait::NotWaited
+    } else {
+        events(Event::AwaitingOutput {
+            timeout: req.output_wait,
+        });
+        let pids: Vec<i32> = detached.detached.iter().map(|d| d.pid).collect();
+        let w = collector.await_output(&pids, req.output_wait, Some(waiter.signal_fd()));
+        if w == session::OutputWait::Stopped {
+            // The signal only ends this wait: what was written so far is reported.
+            let _ = waiter.interrupted();
+        }
+        w
+    };
+    phases.done("wait for asynchronous output");
+    let report = collector.collect(req, &plan, &attached, &end, &detached, waited, &events);
     if !json {
         render::print_files(&report, attached.attached.len() > 1);
         if report.processes.len() > 1 {

@@ -123,10 +123,44 @@ pub fn parse_duration(text: &str, src: Source) -> Result<Duration> {
     Ok(Duration::from_millis(ms.round() as u64))
 }
 
+/// `--output-timeout`: a duration as [`parse_duration`] reads it, or 0 (do not wait); the
+/// default when absent.
+pub fn parse_output_timeout(text: Option<&str>) -> Result<Duration> {
+    match text {
+        None => Ok(crate::attach::session::DEFAULT_OUTPUT_WAIT),
+        Some(t)
+            if t.trim()
+                .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                .trim()
+                == "0" =>
+        {
+            Ok(Duration::ZERO)
+        }
+        Some(t) => parse_duration(t, Source::Cli("--output-timeout")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn output_timeout() {
+        assert_eq!(parse_output_timeout(None).unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_output_timeout(Some("0")).unwrap(), Duration::ZERO);
+        assert_eq!(parse_output_timeout(Some("0s")).unwrap(), Duration::ZERO);
+        assert_eq!(
+            parse_output_timeout(Some("200ms")).unwrap(),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            parse_output_timeout(Some("2m")).unwrap(),
+            Duration::from_secs(120)
+        );
+        assert!(parse_output_timeout(Some("-1s")).is_err());
+        assert!(parse_output_timeout(Some("soon")).is_err());
+    }
 
     #[test]
     fn pid_tokens() {

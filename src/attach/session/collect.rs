@@ -5,6 +5,7 @@
 use super::attach::AttachOutcome;
 use super::detach::DetachOutcome;
 use super::events::{Event, Events};
+use super::output_wait::OutputWait;
 use super::plan::Plan;
 use super::report::{results_of, verdict, FileReport, Message, SessionReport, Severity};
 use super::wait::WaitEnd;
@@ -20,7 +21,7 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub struct Collector {
     snapshots: HashMap<((u64, u64), String), Snapshot>,
-    prefixes: Vec<(i32, Option<String>)>,
+    pub(super) prefixes: Vec<(i32, Option<String>)>,
 }
 
 impl Collector {
@@ -71,26 +72,23 @@ impl Collector {
         dirs.join(", ")
     }
 
-    /// Find the files written, convert what the user asked for and the tool did not write, and
-    /// build the session's report.
-    pub fn collect(
-        self,
-        req: &AttachRequest,
-        plan: &Plan,
-        attach: &AttachOutcome,
-        end: &WaitEnd,
-        detach: &DetachOutcome,
-        events: Events,
-    ) -> SessionReport {
-        let prefixes = self.prefixes.clone();
-        let output = self.output_dirs();
+    /// Where each snapshot's directory can be read now.
+    pub(super) fn roots_now(&self) -> Vec<PathBuf> {
+        self.snapshots
+            .values()
+            .filter_map(Snapshot::root_now)
+            .collect()
+    }
+
+    /// The files written since the snapshots, less those of other nodes in a shared directory.
+    pub(super) fn written(&self) -> Vec<WrittenFile> {
         let mut files: Vec<WrittenFile> = self
             .snapshots
             .values()
             .flat_map(Snapshot::changes)
             .collect();
         // In a directory shared by several nodes, the other nodes' files appear too: not ours.
-        let known = outputs::known_prefixes(&prefixes);
+        let known = outputs::known_prefixes(&self.prefixes);
         files.retain(|f| {
             let others = known.as_ref().is_some_and(|k| outputs::outside(f, k));
             if others {
@@ -101,6 +99,44 @@ impl Collector {
             }
             !others
         });
+        files
+    }
+
+    /// Where the output of the detached processes will appear: the expanded output directory and
+    /// file-name prefix of each (as the targets see them), for the "output not yet written"
+    /// warning.
+    fn pending_places(&self, detach: &DetachOutcome) -> String {
+        let mut places: Vec<String> = self
+            .prefixes
+            .iter()
+            .filter(|(pid, _)| detach.detached.iter().any(|d| d.pid == *pid))
+            .map(|(pid, prefix)| match prefix {
+                Some(p) => format!("{p}* (process {pid})"),
+                None => format!("{} (process {pid})", self.output_dirs()),
+            })
+            .collect();
+        places.dedup();
+        places.join(", ")
+    }
+
+    /// Find the files written, convert what the user asked for and the tool did not write, and
+    /// build the session's report. `waited` is how the wait for asynchronous output ended
+    /// ([`Collector::await_output`]; [`OutputWait::NotWaited`] with synchronous output).
+    #[allow(clippy::too_many_arguments)]
+    pub fn collect(
+        self,
+        req: &AttachRequest,
+        plan: &Plan,
+        attach: &AttachOutcome,
+        end: &WaitEnd,
+        detach: &DetachOutcome,
+        waited: OutputWait,
+        events: Events,
+    ) -> SessionReport {
+        let prefixes = self.prefixes.clone();
+        let output = self.output_dirs();
+        let self_places = self.pending_places(detach);
+        let mut files = self.written();
         files.extend(convert_missing_formats(req, &files, events));
         let owners = outputs::owners(&files, &prefixes);
         let mut processes = results_of(plan, attach, &end.exited, detach);
@@ -134,9 +170,36 @@ impl Collector {
                 }
             );
         }
-        let (mut messages, mut exit_code) = verdict(&processes, files.is_empty(), &output, || {
-            no_output_hint(req, attach, &output)
-        });
+        // Asynchronous output not written yet when the wait ended: it is coming, not missing.
+        let pending = files.is_empty()
+            && !req.sync_output
+            && !detach.detached.is_empty()
+            && matches!(
+                waited,
+                OutputWait::TimedOut | OutputWait::Stopped | OutputWait::NotWaited
+            );
+        let (mut messages, mut exit_code) = if pending {
+            let mut messages = vec![Message {
+                severity: Severity::Warning,
+                text: format!(
+                    "output not yet written: with --attach-sync-output=false the tool writes its files in the \
+                     background, and none was complete {}; they will appear later under {} (as seen by the \
+                     target). Wait longer with --output-timeout, or use synchronous output",
+                    match waited {
+                        OutputWait::Stopped => "when the wait was interrupted".to_string(),
+                        OutputWait::NotWaited => "at the detach (--output-timeout 0: not waited)".to_string(),
+                        _ => format!("after --output-timeout {}", super::output_wait::describe(req.output_wait)),
+                    },
+                    self_places
+                ),
+            }];
+            let code = super::report::aggregate(&processes, &mut messages);
+            (messages, code)
+        } else {
+            verdict(&processes, files.is_empty(), &output, || {
+                no_output_hint(req, attach, &output)
+            })
+        };
         let bad: Vec<&FileReport> = files.iter().filter(|f| f.problem.is_some()).collect();
         if !bad.is_empty() {
             // Nothing written is not success: name the files, their state and the cause.

@@ -165,6 +165,11 @@ pub enum Event {
         /// Process id.
         pid: i32,
     },
+    /// With asynchronous output: waiting (at most `timeout`) for the tool's files to appear.
+    AwaitingOutput {
+        /// The bound (`--output-timeout`).
+        timeout: Duration,
+    },
     /// A process was detached.
     Detached {
         /// Process id.

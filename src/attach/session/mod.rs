@@ -16,6 +16,7 @@ mod attach;
 mod collect;
 mod detach;
 mod events;
+mod output_wait;
 mod plan;
 mod report;
 mod verify;
@@ -28,6 +29,7 @@ pub use detach::{
     DEFAULT_STOPPED_WAIT,
 };
 pub use events::{EndReason, Event, Events, Stage};
+pub use output_wait::{describe as describe_duration, OutputWait, DEFAULT_OUTPUT_WAIT};
 pub use plan::{claim_descendants, plan, plan_roots, select, Failure, Plan, Planned};
 pub use report::{
     nothing_attached, FileReport, Message, ProcessReport, ProcessStatus, SessionReport, Severity,
@@ -74,6 +76,9 @@ pub struct AttachRequest {
     pub parallelism: usize,
     /// How long a detach waits for a stopped target (state T) to continue.
     pub stopped_wait: Duration,
+    /// With asynchronous output, how long the collector waits for the tool's files after the
+    /// detach (`--output-timeout`; zero: not at all).
+    pub output_wait: Duration,
 }
 
 impl AttachRequest {
@@ -114,6 +119,7 @@ impl AttachRequest {
             summary: false,
             parallelism: DEFAULT_PARALLEL,
             stopped_wait: DEFAULT_STOPPED_WAIT,
+            output_wait: DEFAULT_OUTPUT_WAIT,
             env,
         }
     }

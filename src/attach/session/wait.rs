@@ -48,6 +48,12 @@ impl Waiter {
         Ok(Waiter { signals })
     }
 
+    /// Readable when a signal arrived (for a wait of the session's own, e.g.
+    /// [`super::Collector::await_output`]).
+    pub fn signal_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.signals.fd()
+    }
+
     /// Whether a signal arrived since the last call.
     pub fn interrupted(&self) -> bool {
         self.signals.take().is_some()
