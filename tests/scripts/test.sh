@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need, then runs every test (unit, integration,
-# fault injection, the pip-installed Python package), then a 60-second fuzz run of each
+# fault injection, the pip-installed Python package), then a 30-second fuzz run of each
 # cargo-fuzz target (tests/scripts/fuzz.sh; FUZZ_SECONDS=N to change, 0 to skip). Works on a fresh
 # Debian 12 machine with a Rust toolchain.
 set -euo pipefail
@@ -22,7 +22,7 @@ status=0
 cargo nextest run --features fault-injection --no-fail-fast "$@" || status=$?
 ROCPROF_ATTACH_TEST_VENV="$venv" \
   cargo nextest run --features fault-injection --run-ignored only -E 'binary(python)' || status=$?
-if [ "${FUZZ_SECONDS:-60}" != 0 ]; then
-  tests/scripts/fuzz.sh "${FUZZ_SECONDS:-60}" || status=1
+if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
+  tests/scripts/fuzz.sh "${FUZZ_SECONDS:-30}" || status=1
 fi
 exit "$status"
