@@ -7,25 +7,11 @@ mod prereq;
 #[path = "rocpd_common/mod.rs"]
 mod rocpd_common;
 
-use common::{hex, records, rocprof_attach, tool_lib, Target, TargetOpts};
-use std::collections::BTreeMap;
+use common::{attach_pairs, hex, records, rocprof_attach, tool_lib, Target, TargetOpts};
 use std::path::Path;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// The pairs of the `n`th attach record of `t`, as a map.
-fn attach_pairs(t: &Target, n: usize) -> BTreeMap<String, String> {
-    let recs: Vec<_> = records(t)
-        .into_iter()
-        .filter(|r| r.kind == "attach")
-        .collect();
-    recs.get(n)
-        .unwrap_or_else(|| panic!("no attach record {n}: {recs:?}"))
-        .pairs()
-        .into_iter()
-        .collect()
 }
 
 #[test]

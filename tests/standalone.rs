@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{records, rocprof_attach, tool_lib, Target, TargetOpts};
+use common::{attach_pairs, rocprof_attach, tool_lib, Target, TargetOpts};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -16,19 +16,6 @@ fn hostname() -> String {
         .unwrap()
         .trim()
         .to_string()
-}
-
-/// The pairs of the `n`th attach record of `t`, as a map.
-fn attach_pairs(t: &Target, n: usize) -> BTreeMap<String, String> {
-    let recs: Vec<_> = records(t)
-        .into_iter()
-        .filter(|r| r.kind == "attach")
-        .collect();
-    recs.get(n)
-        .unwrap_or_else(|| panic!("no attach record {n}: {recs:?}"))
-        .pairs()
-        .into_iter()
-        .collect()
 }
 
 #[test]

@@ -562,6 +562,19 @@ pub fn unhex(s: &str) -> String {
 }
 
 /// Parse the stand-in's log.
+/// The pairs of the `n`th attach record of `t` (what the register received), as a map.
+pub fn attach_pairs(t: &Target, n: usize) -> std::collections::BTreeMap<String, String> {
+    let recs: Vec<_> = records(t)
+        .into_iter()
+        .filter(|r| r.kind == "attach")
+        .collect();
+    recs.get(n)
+        .unwrap_or_else(|| panic!("no attach record {n}: {recs:?}"))
+        .pairs()
+        .into_iter()
+        .collect()
+}
+
 pub fn records(t: &Target) -> Vec<Record> {
     records_in(&t.log)
 }
