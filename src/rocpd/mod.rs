@@ -22,6 +22,7 @@ pub mod model;
 pub mod numfmt;
 pub mod otf2;
 pub mod output;
+pub mod par;
 pub mod pftrace;
 pub mod query;
 pub mod reader;

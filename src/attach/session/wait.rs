@@ -61,11 +61,18 @@ impl Waiter {
 
     /// Run the profiling window for `pids`.
     pub fn wait(&self, pids: &[i32], opts: WaitOptions, events: Events) -> WaitEnd {
-        // Processes whose pidfd cannot be opened (already gone) are noticed at detach.
-        let mut watched: Vec<(i32, OwnedFd)> = pids
-            .iter()
-            .filter_map(|&p| ptrace::pidfd_open(p).ok().map(|fd| (p, fd)))
-            .collect();
+        // A process that is already gone (it exited between its attach and now) has exited during
+        // the window: without this, a window with no duration would wait for it forever. One
+        // whose pidfd cannot be opened for another reason is noticed at detach.
+        let mut watched: Vec<(i32, OwnedFd)> = Vec::new();
+        let mut gone_before = Vec::new();
+        for &p in pids {
+            match ptrace::pidfd_open(p) {
+                Ok(fd) => watched.push((p, fd)),
+                Err(crate::engine::Error::ProcessGone { .. }) => gone_before.push(p),
+                Err(e) => tracing::debug!("cannot watch process {p} ({e}): noticed at detach"),
+            }
+        }
         let mut stdin_open = opts.enter;
         events(Event::Waiting {
             duration: opts.duration,
@@ -74,7 +81,15 @@ impl Waiter {
         let start = Instant::now();
         let deadline = opts.duration.map(|d| start + d);
         let mut exited = Vec::new();
+        for pid in gone_before {
+            tracing::debug!("process {pid} exited before the window began");
+            events(Event::Exited { pid });
+            exited.push(pid);
+        }
         let reason = loop {
+            if !pids.is_empty() && exited.len() == pids.len() {
+                break EndReason::TargetsExited;
+            }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 break EndReason::Duration;

@@ -170,8 +170,9 @@ impl AgentServer {
 
     /// Run `jobs` with at most `limit` in flight at once, from this one thread: requests go
     /// out as results come back on the socket, so the caller needs no thread, pipe or `poll`
-    /// per job; `handed(i)` is told when job `i` is in the server's hands. Results are in the order of `jobs`; None for a job the server did not take (it
-    /// is gone), which the caller runs another way.
+    /// per job; `handed(i)` is told just before job `i` goes to the server (a job the server then
+    /// does not take is run another way by the caller). Results are in the order of `jobs`; None
+    /// for a job the server did not take (it is gone), which the caller runs another way.
     pub fn run_all(
         &self,
         jobs: &[(Target, Job)],
@@ -193,11 +194,11 @@ impl AgentServer {
                 let (target, job) = &jobs[next];
                 // A batch of one is the only job in flight: the server runs it itself.
                 let inline = jobs.len() == 1;
+                // Told before the send: once sent, the server may seize the thread at once, and
+                // a caller that gives up waiting must already count this job as under way.
+                handed(next);
                 match self.request(target, job, timeouts, Some(next as u64), None, inline) {
-                    Ok(true) => {
-                        in_flight += 1;
-                        handed(next);
-                    }
+                    Ok(true) => in_flight += 1,
                     Ok(false) => break, // gone: the rest stays None
                     Err(e) => results[next] = Some(Err(e)),
                 }

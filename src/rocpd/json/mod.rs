@@ -1,34 +1,42 @@
 //! rocpd → rocprofv3's JSON layout (`<name>_results.json`), streamed.
 //!
-//! One object per process under `"rocprofiler-sdk-tool"`, compact like RapidJSON's writer. Records
-//! are streamed in one pass per table into unlinked spool files (one per `buffer_records` key),
-//! then the document is assembled in rocprofv3's key order; memory use does not depend on the
-//! number of rows. `kind`/`operation` integers index the `strings.buffer_records` table written in
-//! the same document (rocpd does not store rocprofiler's enum values).
+//! One object per process under `"rocprofiler-sdk-tool"`, compact like RapidJSON's writer, in
+//! rocprofv3's key order. `kind`/`operation` integers index the `strings.buffer_records` table
+//! written in the same document (rocpd does not store rocprofiler's enum values); that table comes
+//! first and depends on every row, so the tables are read twice:
 //!
-//! Kernel dispatches are encoded on a second thread with its own read-only connection while this
-//! thread encodes API calls, memory copies and allocations.
+//! 1. a light first pass (`kinds`) finds the kind table, the marker strings and which arrays
+//!    have records;
+//! 2. the second pass encodes each record once and writes it straight into the document
+//!    (`sections`); only arrays that follow another array of the same table are spooled.
+//!
+//! Both passes read each table in id ranges on every core ([`crate::rocpd::par`]) and keep the
+//! id order; memory use does not depend on the number of rows.
 //!
 //! * [`builder`](self::builder): the compact-JSON writer;
-//! * `spool`: spool files and the kind table;
-//! * `records`: the `buffer_records` and counter records;
+//! * `kinds`: the first pass; `spool`: the array keys, the kind table, spool files;
+//! * `records`: the `buffer_records` and counter records; `sections`: their arrays in order;
 //! * `header`: metadata, agents, counters, code objects, kernel symbols.
 
 mod builder;
 mod header;
+mod kinds;
 mod records;
+mod sections;
 mod spool;
 
 pub use builder::{push_f64, push_str};
 
 use builder::J;
-use records::{counter_records, host_records, kernel_dispatches};
-use spool::{Kinds, Spools, BUFFER_KEYS, MARKER_STRINGS};
+use kinds::Table;
+use records::counter_records;
+use sections::Sections;
 
 use super::output::{OutFile, OutputSet};
+use super::par;
 use super::reader::Source;
 use super::ConvertOptions;
-use crate::rocpd::error::{Error, Result};
+use crate::rocpd::error::Result;
 
 /// The name of the JSON output file.
 pub fn file_name(name: &str) -> String {
@@ -56,16 +64,6 @@ pub fn write(
     Ok(rows)
 }
 
-/// The kind table the dispatches are expected to produce: `KERNEL_DISPATCH` with its one
-/// operation when there are dispatches (rocprofv3 files every dispatch under that kind).
-fn expected_kernel_kinds(src: &Source<'_>) -> Result<Kinds> {
-    let mut k = Kinds::default();
-    if src.has_rows("rocpd_kernel_dispatch")? {
-        k.id("KERNEL_DISPATCH", "KERNEL_DISPATCH_COMPLETE");
-    }
-    Ok(k)
-}
-
 fn process(
     src: &Source<'_>,
     opts: &ConvertOptions,
@@ -73,42 +71,9 @@ fn process(
     file: &mut OutFile,
 ) -> Result<u64> {
     let dims = src.dims(opts.agent_index)?;
-    // Kind indices follow the order one pass would meet them: dispatches first. The host records
-    // start from the kinds the dispatches are expected to add and are encoded again (after the
-    // dispatches) in the rare case that guess was wrong.
-    let expected = expected_kernel_kinds(src)?;
-    let second = src.input.reopen()?;
-    let (info, window) = (src.info.clone(), src.window());
-    let (kernel, host) = std::thread::scope(|s| {
-        let dims = &dims;
-        let handle = s.spawn(move || -> Result<(Kinds, Spools<'_>, u64)> {
-            let ksrc = second.source_for(&info)?.with_window(window);
-            let mut kinds = Kinds::default();
-            let mut spools = Spools::new(out);
-            let n = kernel_dispatches(&ksrc, dims, &mut kinds, &mut spools)?;
-            Ok((kinds, spools, n))
-        });
-        let mut kinds = expected.clone();
-        let mut spools = Spools::new(out);
-        let host = host_records(src, dims, &mut kinds, &mut spools).map(|n| (kinds, spools, n));
-        let kernel = handle.join().unwrap_or_else(|_| {
-            Err(Error::usage(
-                "internal error: the kernel dispatch encoder thread panicked",
-            ))
-        });
-        (kernel, host)
-    });
-    let (kernel_kinds, kernel_spools, kernel_rows) = kernel?;
-    let (mut kinds, mut spools, mut rows) = host?;
-    if kernel_kinds.list != expected.list {
-        kinds = kernel_kinds;
-        spools = Spools::new(out);
-        rows = host_records(src, &dims, &mut kinds, &mut spools)?;
-    }
-    spools.absorb(kernel_spools);
-    rows += kernel_rows;
+    // First pass: the kind table and the marker strings the header needs.
+    let mut plan = kinds::plan(src, &dims, out)?;
 
-    // Header sections, now that the kind table is known.
     let mut j = J::default();
     j.obj();
     header::metadata(&mut j, &dims);
@@ -118,7 +83,7 @@ fn process(
         .ka("callback_records")
         .end_arr()
         .ka("buffer_records");
-    for (kind, ops) in &kinds.list {
+    for (kind, ops) in &plan.kinds.list {
         j.obj().s("kind", kind).ka("operations");
         for o in ops {
             j.str_elem(o);
@@ -127,7 +92,7 @@ fn process(
     }
     j.end_arr().ka("marker_api");
     file.write_all(&j.take())?;
-    if let Some(s) = spools.take(MARKER_STRINGS) {
+    if let Some(s) = plan.markers.take() {
         s.copy_into(file)?;
     }
     j.end_arr();
@@ -140,22 +105,27 @@ fn process(
     j.ko("callback_records").ka("counter_collection");
     file.write_all(&j.take())?;
 
-    rows += counter_records(src, &dims, file)?;
+    let mut rows = counter_records(src, &dims, file)?;
+    file.write_all(b"]},")?;
 
-    file.write_all(b"]},\"buffer_records\":{")?;
-    for (i, key) in BUFFER_KEYS.iter().enumerate() {
-        let mut b = Vec::new();
-        if i > 0 {
-            b.push(b',');
-        }
-        push_str(&mut b, key);
-        b.extend_from_slice(b":[");
-        file.write_all(&b)?;
-        if let Some(s) = spools.take(i) {
-            s.copy_into(file)?;
-        }
-        file.write_all(b"]")?;
+    // Second pass: every record encoded once, on every core, written in id order.
+    let mut sections = Sections::begin(out, plan.present, file)?;
+    let workers = par::threads();
+    for table in Table::ALL {
+        sections.start(table, file)?;
+        par::ordered_chunks(
+            src,
+            plan.spans[table as usize],
+            workers,
+            |s| records::encode(s, &dims, &plan, table),
+            |(chunk, n)| {
+                rows += n;
+                sections.add(chunk, file)
+            },
+        )?;
+        sections.finish(table, file)?;
     }
-    file.write_all(b"}}")?;
+    sections.end(file)?;
+    file.write_all(b"}")?;
     Ok(rows)
 }

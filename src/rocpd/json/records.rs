@@ -1,16 +1,14 @@
-//! The records of `buffer_records`, one JSON object per row, streamed into spools. Kernel
-//! dispatches form one stream (run on their own thread and connection); API calls, memory copies
-//! and allocations the other.
-
-use std::collections::HashMap;
+//! The records of `buffer_records`, one JSON object per row, encoded one id range at a time with
+//! the kind indices the first pass found (`kinds`), and the counter records.
 
 use super::builder::J;
-use super::spool::{slot, Kinds, Spools, MARKER_STRINGS};
-use crate::rocpd::domain::Domain;
-use crate::rocpd::error::Result;
+use super::kinds::{Plan, Table};
+use super::sections::Chunk;
+use super::spool::slot;
+use crate::rocpd::error::{Error, Result};
 use crate::rocpd::model::Correlation;
 use crate::rocpd::output::OutFile;
-use crate::rocpd::reader::{Dims, DispatchRow, IdMap, Source};
+use crate::rocpd::reader::{Dims, DispatchRow, Source};
 
 /// `s`, or `default` when `s` is empty.
 pub(super) fn non_empty<'a>(s: &'a str, default: &'a str) -> &'a str {
@@ -52,24 +50,51 @@ pub(super) fn dispatch_info(j: &mut J, dims: &Dims, k: &DispatchRow) {
         .end_obj();
 }
 
-/// Streams every kernel dispatch into `spools`; returns the number of records.
-pub(super) fn kernel_dispatches(
+/// Appends the element in `j` to `buf` (comma-separated).
+fn put(buf: &mut Vec<u8>, j: &J) {
+    if !buf.is_empty() {
+        buf.push(b',');
+    }
+    buf.extend_from_slice(&j.b);
+}
+
+/// Encodes the records of one id range of `table` (a source limited with
+/// [`Source::with_ids`]); returns them by array and their number.
+pub(super) fn encode(
     src: &Source<'_>,
     dims: &Dims,
-    kinds: &mut Kinds,
-    spools: &mut Spools<'_>,
-) -> Result<u64> {
+    plan: &Plan,
+    table: Table,
+) -> Result<(Chunk, u64)> {
+    let mut chunk: Chunk = Default::default();
+    let rows = match table {
+        Table::Dispatches => {
+            kernel_dispatches(src, dims, plan, &mut chunk[slot("kernel_dispatch")])?
+        }
+        Table::ApiCalls => api_calls(src, plan, &mut chunk)?,
+        Table::Copies => memory_copies(src, dims, plan, &mut chunk[slot("memory_copy")])?,
+        Table::Allocations => memory_allocations(src, dims, plan, &mut chunk)?,
+    };
+    Ok((chunk, rows))
+}
+
+/// A row whose kind the first pass did not see: the database changed between the passes.
+fn changed(what: &str) -> Error {
+    Error::usage(format!(
+        "the database changed while it was being converted (a {what} of an unknown kind appeared); convert it again once \
+         nothing writes to it"
+    ))
+}
+
+/// Encodes the kernel dispatches of `src` into `buf`.
+fn kernel_dispatches(src: &Source<'_>, dims: &Dims, plan: &Plan, buf: &mut Vec<u8>) -> Result<u64> {
     let mut j = J::default();
     let mut rows = 0u64;
-    let mut ids: IdMap<Option<i64>, (i64, i64)> = IdMap::default();
-    let key = slot("kernel_dispatch");
     src.dispatches(|k| {
-        let (kind, op) = *ids.entry(k.category_id).or_insert_with(|| {
-            kinds.id(
-                non_empty(dims.string(k.category_id), "KERNEL_DISPATCH"),
-                "KERNEL_DISPATCH_COMPLETE",
-            )
-        });
+        let &(kind, op) = plan
+            .dispatch
+            .get(&k.category_id)
+            .ok_or_else(|| changed("dispatch"))?;
         j.b.clear();
         j.obj()
             .i("kind", kind)
@@ -80,41 +105,24 @@ pub(super) fn kernel_dispatches(
         dispatch_info(&mut j, dims, k);
         j.handle("stream_id", k.stream_id as u64).end_obj();
         rows += 1;
-        spools.push(key, &j.b)
+        put(buf, &j);
+        Ok(())
     })?;
     Ok(rows)
 }
 
-/// Streams API calls, memory copies and allocations into `spools`; returns the number of records.
-pub(super) fn host_records(
-    src: &Source<'_>,
-    dims: &Dims,
-    kinds: &mut Kinds,
-    spools: &mut Spools<'_>,
-) -> Result<u64> {
+/// Encodes the API calls of `src` into their domains' arrays of `chunk`.
+fn api_calls(src: &Source<'_>, plan: &Plan, chunk: &mut Chunk) -> Result<u64> {
     let mut j = J::default();
     let mut rows = 0u64;
-
-    // (category id, name id) → (domain, spool slot, kind index, operation index), or None for
-    // kinds that are not API calls.
-    type ApiKind = Option<(Domain, usize, i64, i64)>;
-    let mut api: IdMap<(Option<i64>, Option<i64>), ApiKind> = IdMap::default();
     src.api_calls(|a| {
-        let entry = *api.entry((a.category_id, a.name_id)).or_insert_with(|| {
-            let kind = dims.string(a.category_id);
-            Domain::of_api_kind(kind).map(|d| {
-                let (k, o) = kinds.id(kind, dims.string(a.name_id));
-                (d, slot(d.json_key()), k, o)
-            })
-        });
-        let Some((domain, key, kind, op)) = entry else {
+        let entry = plan
+            .api
+            .get(&(a.category_id, a.name_id))
+            .ok_or_else(|| changed("API call"))?;
+        let Some((_, key, kind, op)) = *entry else {
             return Ok(());
         };
-        if let (Domain::MarkerApi, Some(m)) = (domain, &a.message) {
-            j.b.clear();
-            j.obj().i("key", a.corr.internal).s("value", m).end_obj();
-            spools.push(MARKER_STRINGS, &j.b)?;
-        }
         j.b.clear();
         j.obj().i("kind", kind).i("operation", op);
         corr(&mut j, &a.corr);
@@ -123,20 +131,23 @@ pub(super) fn host_records(
             .i("thread_id", a.tid)
             .end_obj();
         rows += 1;
-        spools.push(key, &j.b)
+        if let Some(buf) = chunk.get_mut(key) {
+            put(buf, &j);
+        }
+        Ok(())
     })?;
+    Ok(rows)
+}
 
-    let mut copy_ids: IdMap<(Option<i64>, Option<i64>), (i64, i64)> = IdMap::default();
-    let copy_key = slot("memory_copy");
+/// Encodes the memory copies of `src` into `buf`.
+fn memory_copies(src: &Source<'_>, dims: &Dims, plan: &Plan, buf: &mut Vec<u8>) -> Result<u64> {
+    let mut j = J::default();
+    let mut rows = 0u64;
     src.memory_copies(|m| {
-        let (kind, op) = *copy_ids
-            .entry((m.category_id, m.name_id))
-            .or_insert_with(|| {
-                kinds.id(
-                    non_empty(dims.string(m.category_id), "MEMORY_COPY"),
-                    dims.string(m.name_id),
-                )
-            });
+        let &(kind, op) = plan
+            .copy
+            .get(&(m.category_id, m.name_id))
+            .ok_or_else(|| changed("memory copy"))?;
         j.b.clear();
         j.obj()
             .i("kind", kind)
@@ -151,25 +162,27 @@ pub(super) fn host_records(
             .handle("stream_id", m.stream_id as u64)
             .end_obj();
         rows += 1;
-        spools.push(copy_key, &j.b)
+        put(buf, &j);
+        Ok(())
     })?;
+    Ok(rows)
+}
 
-    let mut alloc_ids: HashMap<(Option<i64>, &'static str), (i64, i64)> = HashMap::new();
+/// Encodes the memory and scratch allocations of `src` into their arrays of `chunk`.
+fn memory_allocations(
+    src: &Source<'_>,
+    dims: &Dims,
+    plan: &Plan,
+    chunk: &mut Chunk,
+) -> Result<u64> {
+    let mut j = J::default();
+    let mut rows = 0u64;
     let (scratch_key, alloc_key) = (slot("scratch_memory"), slot("memory_allocation"));
     src.memory_allocations(|m| {
-        let default_kind = if m.scratch {
-            "SCRATCH_MEMORY"
-        } else {
-            "MEMORY_ALLOCATION"
-        };
-        let (kind, op) = *alloc_ids
-            .entry((m.category_id, m.operation))
-            .or_insert_with(|| {
-                kinds.id(
-                    non_empty(dims.string(m.category_id), default_kind),
-                    m.operation,
-                )
-            });
+        let &(kind, op) = plan
+            .alloc
+            .get(&(m.category_id, m.operation, m.scratch))
+            .ok_or_else(|| changed("memory allocation"))?;
         j.b.clear();
         j.obj().i("kind", kind).i("operation", op);
         rows += 1;
@@ -181,7 +194,7 @@ pub(super) fn host_records(
                 .i("end_timestamp", m.end);
             corr(&mut j, &m.corr);
             j.i("flags", m.flags).i("allocation_size", m.size).end_obj();
-            spools.push(scratch_key, &j.b)
+            put(&mut chunk[scratch_key], &j);
         } else {
             j.i("thread_id", m.tid);
             corr(&mut j, &m.corr);
@@ -192,8 +205,9 @@ pub(super) fn host_records(
                 .i("allocation_size", m.size)
                 .handle("stream_id", m.stream_id as u64)
                 .end_obj();
-            spools.push(alloc_key, &j.b)
+            put(&mut chunk[alloc_key], &j);
         }
+        Ok(())
     })?;
     Ok(rows)
 }

@@ -1,5 +1,5 @@
-//! Where records wait until the document around them can be written: one unlinked spool file per
-//! JSON array, and the kind/operation string table built while streaming.
+//! The `buffer_records` keys, the kind/operation string table, and spool files: unlinked
+//! temporary files for the few arrays that cannot be written in place (see `sections`).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -24,9 +24,6 @@ pub(super) const BUFFER_KEYS: [&str; 12] = [
     "pc_sample_stochastic",
 ];
 
-/// The spool slot of `strings.marker_api` (after the `buffer_records` arrays).
-pub(super) const MARKER_STRINGS: usize = BUFFER_KEYS.len();
-
 /// The spool slot of a `buffer_records` key; an unknown key gets a slot that drops its records.
 pub(super) fn slot(key: &str) -> usize {
     BUFFER_KEYS
@@ -35,19 +32,34 @@ pub(super) fn slot(key: &str) -> usize {
         .unwrap_or(usize::MAX)
 }
 
-/// An unlinked temporary file collecting one JSON array's elements.
+/// An unlinked temporary file collecting one JSON array's elements: the arrays that cannot be
+/// written where they belong while their table is read (see `sections`).
 pub(super) struct Spool {
     w: BufWriter<File>,
     count: u64,
 }
 
 impl Spool {
-    fn push(&mut self, elem: &[u8]) -> std::io::Result<()> {
-        if self.count > 0 {
-            self.w.write_all(b",")?;
-        }
-        self.count += 1;
-        self.w.write_all(elem)
+    /// An empty spool in `out`'s directory.
+    pub fn new(out: &OutputSet) -> Result<Spool> {
+        Ok(Spool {
+            w: BufWriter::with_capacity(256 * 1024, out.scratch()?),
+            count: 0,
+        })
+    }
+
+    /// Appends `elems`: one or more elements separated by commas.
+    pub fn push(&mut self, elems: &[u8]) -> Result<()> {
+        let r = (|| {
+            if self.count > 0 {
+                self.w.write_all(b",")?;
+            }
+            self.count += 1;
+            self.w.write_all(elems)
+        })();
+        r.map_err(|e| {
+            crate::rocpd::output::write_error(std::path::Path::new("JSON spool file"), &e)
+        })
     }
 
     /// Appends the collected elements to `out` (an in-kernel copy where the system has one).
@@ -60,55 +72,6 @@ impl Spool {
             .map_err(|e| Error::io("cannot rewind a JSON spool file", e))?;
         std::io::copy(&mut f, out.writer()).map_err(|e| out.error(&e))?;
         Ok(())
-    }
-}
-
-/// The spools of one stream, by slot ([`BUFFER_KEYS`] index or [`MARKER_STRINGS`]).
-pub(super) struct Spools<'o> {
-    out: &'o OutputSet,
-    files: [Option<Spool>; MARKER_STRINGS + 1],
-}
-
-impl<'o> Spools<'o> {
-    /// No spools yet; they are created in `out`'s directory on first use.
-    pub fn new(out: &'o OutputSet) -> Self {
-        Spools {
-            out,
-            files: Default::default(),
-        }
-    }
-
-    /// Appends one element to the array in `slot`.
-    pub fn push(&mut self, slot: usize, elem: &[u8]) -> Result<()> {
-        let Some(entry) = self.files.get_mut(slot) else {
-            return Ok(());
-        };
-        if entry.is_none() {
-            *entry = Some(Spool {
-                w: BufWriter::with_capacity(256 * 1024, self.out.scratch()?),
-                count: 0,
-            });
-        }
-        match entry {
-            Some(s) => s.push(elem).map_err(|e| {
-                crate::rocpd::output::write_error(std::path::Path::new("JSON spool file"), &e)
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Takes the spool of `slot`, if anything was written to it.
-    pub fn take(&mut self, slot: usize) -> Option<Spool> {
-        self.files.get_mut(slot).and_then(Option::take)
-    }
-
-    /// Moves the spools of `other` into the empty slots of `self`.
-    pub fn absorb(&mut self, other: Spools<'_>) {
-        for (mine, theirs) in self.files.iter_mut().zip(other.files) {
-            if mine.is_none() {
-                *mine = theirs;
-            }
-        }
     }
 }
 

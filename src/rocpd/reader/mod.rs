@@ -15,6 +15,7 @@
 //!   `rocpd_event` (see [`Source::dispatches`]).
 
 mod dims;
+mod kinds;
 mod rows;
 mod scan;
 
@@ -63,6 +64,7 @@ pub struct SourceInfo {
 }
 
 /// One process of one input: the unit the converters iterate over.
+#[derive(Clone)]
 pub struct Source<'a> {
     /// The database it lives in.
     pub input: &'a Input,
@@ -70,6 +72,8 @@ pub struct Source<'a> {
     pub info: &'a SourceInfo,
     tables: Vec<String>,
     window: Option<TimeWindow>,
+    /// Only rows with `lo <= id < hi` (see [`Source::with_ids`]).
+    ids: Option<(i64, i64)>,
 }
 
 /// A time range in nanoseconds (the database's clock, `CLOCK_BOOTTIME` as rocprofv3 stores it),
@@ -182,6 +186,11 @@ fn check_header(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The settings of every read-only connection: an 8 MiB page cache, temporary tables on disk.
+/// (Memory-mapped reads would save the `pread` copies, about a fifth of a conversion's CPU, but
+/// the mapped pages count in the resident size, which then grows with the database.)
+const PRAGMAS: &str = "PRAGMA cache_size = -8192; PRAGMA temp_store = FILE;";
+
 impl Input {
     /// Opens and validates one database (read-only).
     pub fn open(path: &Path) -> Result<Input> {
@@ -192,7 +201,7 @@ impl Input {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| read_error(path, e))?;
-        conn.execute_batch("PRAGMA cache_size = -8192; PRAGMA temp_store = FILE;")
+        conn.execute_batch(PRAGMAS)
             .map_err(|e| read_error(path, e))?;
         let tables = table_names(&conn).map_err(|e| read_error(path, e))?;
         let mut sources = Vec::new();
@@ -256,7 +265,7 @@ impl Input {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| read_error(&self.path, e))?;
-        conn.execute_batch("PRAGMA cache_size = -8192; PRAGMA temp_store = FILE;")
+        conn.execute_batch(PRAGMAS)
             .map_err(|e| read_error(&self.path, e))?;
         Ok(Input {
             path: self.path.clone(),
@@ -278,6 +287,7 @@ impl Input {
             info,
             tables,
             window: None,
+            ids: None,
         })
     }
 
@@ -292,6 +302,7 @@ impl Input {
                 info,
                 tables: tables.clone(),
                 window: None,
+                ids: None,
             })
             .collect())
     }
@@ -361,6 +372,53 @@ impl<'a> Source<'a> {
         self.window
     }
 
+    /// The same source limited to the rows with `lo <= id < hi` of every row stream (`None`:
+    /// every id). Ids are per table (API regions and samples share theirs), so a converter can
+    /// split a table into ranges read on several threads ([`crate::rocpd::par`]).
+    pub fn with_ids(mut self, ids: Option<(i64, i64)>) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    /// The lowest and highest id of the rows of the tables `bases` (ignoring the time window and
+    /// the id range); `None` when they are empty or missing.
+    pub fn id_span(&self, bases: &[&str]) -> Result<Option<(i64, i64)>> {
+        let mut span: Option<(i64, i64)> = None;
+        for base in bases {
+            let Some(t) = self.table(base) else {
+                continue;
+            };
+            // Two queries: SQLite answers a lone MIN or MAX of the rowid from the B-tree's ends,
+            // but scans the table for both at once.
+            let (mut lo, mut hi): (Option<i64>, Option<i64>) = (None, None);
+            self.each(&format!("SELECT MIN(id) FROM {t}"), |r| {
+                lo = r.get(0).map_err(self.err())?;
+                Ok(())
+            })?;
+            self.each(&format!("SELECT MAX(id) FROM {t}"), |r| {
+                hi = r.get(0).map_err(self.err())?;
+                Ok(())
+            })?;
+            {
+                if let (Some(lo), Some(hi)) = (lo, hi) {
+                    span = Some(match span {
+                        Some((a, b)) => (a.min(lo), b.max(hi)),
+                        None => (lo, hi),
+                    });
+                }
+            }
+        }
+        Ok(span)
+    }
+
+    /// ` WHERE <alias>.id >= lo AND <alias>.id < hi` for the id range, or nothing.
+    fn id_filter(&self, alias: &str) -> String {
+        match self.ids {
+            Some((lo, hi)) => format!(" WHERE {alias}.id >= {lo} AND {alias}.id < {hi}"),
+            None => String::new(),
+        }
+    }
+
     /// The quoted physical table name for a base name, if the table exists.
     pub fn table(&self, base: &str) -> Option<String> {
         let name = format!("{base}{}", self.info.suffix);
@@ -397,8 +455,16 @@ impl<'a> Source<'a> {
 
     /// A guard that hands this source's cached database pages back when dropped (declare it
     /// before the statements of a scan, so that it drops after them); see [`ReleaseCache`].
+    /// A scan of one id range keeps them: the next range reads the pages that follow, and whoever
+    /// splits the table calls [`Source::release_cache`] once at the end.
     fn release_cache_at_end(&self) -> ReleaseCache<'_> {
-        ReleaseCache(&self.input.conn)
+        ReleaseCache(&self.input.conn, self.ids.is_none())
+    }
+
+    /// Hands this connection's cached database pages back now (after reading a table in id
+    /// ranges, see [`Source::with_ids`]).
+    pub fn release_cache(&self) {
+        let _ = self.input.conn.release_memory();
     }
 
     /// Whether a row spanning `[start, end]` passes the time window.
@@ -415,11 +481,13 @@ impl<'a> Source<'a> {
 /// has finished with (`summary` of 64 ranks of 5.5 MiB peaked at 403 MiB). Releasing them after
 /// each scan keeps memory flat in the number of databases; a scan that follows re-reads its pages
 /// from the operating system's cache.
-struct ReleaseCache<'c>(&'c Connection);
+struct ReleaseCache<'c>(&'c Connection, bool);
 
 impl Drop for ReleaseCache<'_> {
     fn drop(&mut self) {
-        let _ = self.0.release_memory();
+        if self.1 {
+            let _ = self.0.release_memory();
+        }
     }
 }
 

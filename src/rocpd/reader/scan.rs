@@ -19,23 +19,36 @@ use super::rows::{
 use super::{IdMap, Source};
 use crate::rocpd::error::{Error, Result};
 
+/// The event columns a stream reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EventCols {
+    /// The category alone (the light scans of `kinds`).
+    Category,
+    /// Category and correlation ids.
+    Full,
+    /// Those and the marker message from `extdata`.
+    Message,
+}
+
 /// The two statements one stream uses to find its events.
 struct EventStatements<'c> {
     scan: Statement<'c>,
     point: Statement<'c>,
-    message: bool,
+    cols: EventCols,
 }
 
 impl<'c> EventStatements<'c> {
     /// `None` when the source has no event table (every row then has no event).
-    fn prepare(src: &Source<'c>, message: bool) -> Result<Option<Self>> {
+    fn prepare(src: &Source<'c>, which: EventCols) -> Result<Option<Self>> {
         let Some(t) = src.table("rocpd_event") else {
             return Ok(None);
         };
-        let cols = if message {
-            "id, category_id, stack_id, parent_stack_id, correlation_id, extdata"
-        } else {
-            "id, category_id, stack_id, parent_stack_id, correlation_id"
+        let cols = match which {
+            EventCols::Category => "id, category_id",
+            EventCols::Full => "id, category_id, stack_id, parent_stack_id, correlation_id",
+            EventCols::Message => {
+                "id, category_id, stack_id, parent_stack_id, correlation_id, extdata"
+            }
         };
         let conn = &src.input.conn;
         let e = src.err();
@@ -48,7 +61,7 @@ impl<'c> EventStatements<'c> {
             point: conn
                 .prepare(&format!("SELECT {cols} FROM {t} WHERE id = ?1"))
                 .map_err(&e)?,
-            message,
+            cols: which,
         }))
     }
 }
@@ -59,7 +72,7 @@ struct EventLookup<'s, 'c> {
     scan_stmt: Option<&'s mut Statement<'c>>,
     scan: Option<Rows<'s>>,
     point: Option<&'s mut Statement<'c>>,
-    message: bool,
+    cols: EventCols,
     /// Where the scan started.
     start: i64,
     /// The id of the event row the scan stands on.
@@ -75,15 +88,15 @@ struct EventLookup<'s, 'c> {
 
 impl<'s, 'c> EventLookup<'s, 'c> {
     fn over(stmts: Option<&'s mut EventStatements<'c>>) -> Self {
-        let (scan_stmt, point, message) = match stmts {
-            Some(s) => (Some(&mut s.scan), Some(&mut s.point), s.message),
-            None => (None, None, false),
+        let (scan_stmt, point, cols) = match stmts {
+            Some(s) => (Some(&mut s.scan), Some(&mut s.point), s.cols),
+            None => (None, None, EventCols::Full),
         };
         EventLookup {
             scan_stmt,
             scan: None,
             point,
-            message,
+            cols,
             start: 0,
             at: None,
             done: false,
@@ -93,9 +106,15 @@ impl<'s, 'c> EventLookup<'s, 'c> {
         }
     }
 
-    fn decode(r: &Row, message_wanted: bool) -> rusqlite::Result<Event> {
+    fn decode(r: &Row, cols: EventCols) -> rusqlite::Result<Event> {
+        if cols == EventCols::Category {
+            return Ok(Event {
+                category_id: opt(r, 1)?,
+                ..Event::default()
+            });
+        }
         let mut e = Event::read(r, 1)?;
-        if message_wanted {
+        if cols == EventCols::Message {
             e.message = message(r, 5)?;
         }
         Ok(e)
@@ -126,7 +145,7 @@ impl<'s, 'c> EventLookup<'s, 'c> {
                         let id: i64 = r.get(0)?;
                         self.at = Some(id);
                         if id >= t {
-                            self.here = Self::decode(r, self.message)?;
+                            self.here = Self::decode(r, self.cols)?;
                             self.here_id = Some(id);
                             break;
                         }
@@ -142,7 +161,7 @@ impl<'s, 'c> EventLookup<'s, 'c> {
         let mut rows = point.query([t])?;
         match rows.next()? {
             Some(r) => {
-                self.other = Self::decode(r, self.message)?;
+                self.other = Self::decode(r, self.cols)?;
                 Ok(Some(&self.other))
             }
             None => Ok(None),
@@ -196,17 +215,17 @@ fn api_row(
 impl Source<'_> {
     /// Runs `sql` (a fact table in id order, its event id in column `event_col` and its start and
     /// end in columns `times`) and calls `f` on every row in the time window with its event.
-    fn stream(
+    pub(super) fn stream(
         &self,
         sql: &str,
         event_col: usize,
-        message: bool,
+        cols: EventCols,
         times: (usize, usize),
         mut f: impl FnMut(&Row, Option<&Event>) -> Result<()>,
     ) -> Result<()> {
         let _release = self.release_cache_at_end();
         let e = self.err();
-        let mut events = EventStatements::prepare(self, message)?;
+        let mut events = EventStatements::prepare(self, cols)?;
         let mut lookup = EventLookup::over(events.as_mut());
         let mut stmt = self.input.conn.prepare(sql).map_err(&e)?;
         let mut rows = stmt.query([]).map_err(&e)?;
@@ -230,9 +249,12 @@ impl Source<'_> {
         let Some(k) = self.table("rocpd_kernel_dispatch") else {
             return Ok(());
         };
-        let sql = format!("SELECT {KERNEL_COLS} FROM {k} K ORDER BY K.id");
+        let sql = format!(
+            "SELECT {KERNEL_COLS} FROM {k} K{} ORDER BY K.id",
+            self.id_filter("K")
+        );
         let e = self.err();
-        self.stream(&sql, KERNEL_EVENT_COL, false, (8, 9), |r, ev| {
+        self.stream(&sql, KERNEL_EVENT_COL, EventCols::Full, (8, 9), |r, ev| {
             f(&dispatch_row(r, ev).map_err(&e)?)
         })
     }
@@ -245,7 +267,8 @@ impl Source<'_> {
         let region = match self.table("rocpd_region") {
             Some(t) => Some(
                 conn.prepare(&format!(
-                    "SELECT R.id, R.pid, R.tid, R.start, R.end, R.name_id, R.event_id FROM {t} R ORDER BY R.id"
+                    "SELECT R.id, R.pid, R.tid, R.start, R.end, R.name_id, R.event_id FROM {t} R{} ORDER BY R.id",
+                    self.id_filter("R")
                 ))
                 .map_err(&e)?,
             ),
@@ -254,7 +277,8 @@ impl Source<'_> {
         let sample = match (self.table("rocpd_sample"), self.table("rocpd_track")) {
             (Some(s), Some(_)) => Some(
                 conn.prepare(&format!(
-                    "SELECT S.id, S.track_id, S.timestamp, S.event_id FROM {s} S ORDER BY S.id"
+                    "SELECT S.id, S.track_id, S.timestamp, S.event_id FROM {s} S{} ORDER BY S.id",
+                    self.id_filter("S")
                 ))
                 .map_err(&e)?,
             ),
@@ -272,8 +296,8 @@ impl Source<'_> {
                 Ok(())
             })?;
         }
-        let mut region_events = EventStatements::prepare(self, true)?;
-        let mut sample_events = EventStatements::prepare(self, true)?;
+        let mut region_events = EventStatements::prepare(self, EventCols::Message)?;
+        let mut sample_events = EventStatements::prepare(self, EventCols::Message)?;
         let mut region_lookup = EventLookup::over(region_events.as_mut());
         let mut sample_lookup = EventLookup::over(sample_events.as_mut());
         let (mut region, mut sample) = (region, sample);
@@ -335,10 +359,11 @@ impl Source<'_> {
         };
         let sql = format!(
             "SELECT M.id, M.pid, M.tid, M.start, M.end, M.name_id, M.dst_agent_id, M.dst_address, M.src_agent_id, \
-             M.src_address, M.size, M.stream_id, M.event_id FROM {t} M ORDER BY M.id"
+             M.src_address, M.size, M.stream_id, M.event_id FROM {t} M{} ORDER BY M.id",
+            self.id_filter("M")
         );
         let e = self.err();
-        self.stream(&sql, 12, false, (3, 4), |r, ev| {
+        self.stream(&sql, 12, EventCols::Full, (3, 4), |r, ev| {
             let row = (|| -> rusqlite::Result<CopyRow> {
                 let id = int(r, 0)?;
                 Ok(CopyRow {
@@ -370,10 +395,11 @@ impl Source<'_> {
         };
         let sql = format!(
             "SELECT M.id, M.pid, M.tid, M.agent_id, M.type, M.level, M.start, M.end, M.address, M.size, M.queue_id, \
-             M.stream_id, JSON_EXTRACT(M.extdata, '$.flags'), M.event_id FROM {t} M ORDER BY M.id"
+             M.stream_id, JSON_EXTRACT(M.extdata, '$.flags'), M.event_id FROM {t} M{} ORDER BY M.id",
+            self.id_filter("M")
         );
         let e = self.err();
-        self.stream(&sql, 13, false, (6, 7), |r, ev| {
+        self.stream(&sql, 13, EventCols::Full, (6, 7), |r, ev| {
             let row = (|| -> rusqlite::Result<AllocRow> {
                 let id = int(r, 0)?;
                 let kind = text(r, 4)?;
@@ -420,7 +446,7 @@ impl Source<'_> {
         );
         let e = self.err();
         let value_col = KERNEL_EVENT_COL + 2;
-        self.stream(&sql, KERNEL_EVENT_COL, false, (8, 9), |r, ev| {
+        self.stream(&sql, KERNEL_EVENT_COL, EventCols::Full, (8, 9), |r, ev| {
             let row = (|| -> rusqlite::Result<CounterRow> {
                 Ok(CounterRow {
                     dispatch: dispatch_row(r, ev)?,
