@@ -18,11 +18,11 @@ use super::reader::Source;
 const AHEAD: usize = 2;
 
 /// The fewest ids a range holds (smaller ranges cost more in statement setup than they gain).
-const MIN_RANGE: i64 = 2048;
+const MIN_RANGE: i64 = 1024;
 
 /// The most ids a range holds: a range's encoded rows wait in memory (about 300 bytes a row in
-/// JSON, so at most about 2.4 MiB a range).
-const MAX_RANGE: i64 = 8192;
+/// JSON, so at most about 1.2 MiB a range).
+const MAX_RANGE: i64 = 4096;
 
 /// Ranges per worker thread: enough that a slow range does not leave the others idle at the end.
 const RANGES_PER_WORKER: i64 = 8;
@@ -130,7 +130,7 @@ pub fn ordered_chunks<T: Send>(
     let (info, time_window) = (src.info, src.window());
     // One read-only connection per worker, opened here (a connection is not shared by threads).
     let conns = (0..workers.min(ranges.len()))
-        .map(|_| src.input.reopen())
+        .map(|_| src.input.reopen_for_ranges())
         .collect::<Result<Vec<_>>>()?;
     std::thread::scope(|s| -> Result<()> {
         for conn in conns {
