@@ -18,11 +18,11 @@ use super::reader::Source;
 const AHEAD: usize = 2;
 
 /// The fewest ids a range holds (smaller ranges cost more in statement setup than they gain).
-const MIN_RANGE: i64 = 1024;
+const MIN_RANGE: i64 = 512;
 
 /// The most ids a range holds: a range's encoded rows wait in memory (about 300 bytes a row in
-/// JSON, so at most about 1.2 MiB a range).
-const MAX_RANGE: i64 = 4096;
+/// JSON, so at most about 0.6 MiB a range).
+const MAX_RANGE: i64 = 2048;
 
 /// Ranges per worker thread: enough that a slow range does not leave the others idle at the end.
 const RANGES_PER_WORKER: i64 = 8;

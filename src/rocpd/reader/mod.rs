@@ -264,10 +264,10 @@ impl Input {
     }
 
     /// A read-only connection for one of several threads reading a table in id ranges
-    /// ([`crate::rocpd::par`]): its scans move forward, so a 2 MiB page cache does (memory then
+    /// ([`crate::rocpd::par`]): its scans move forward, so a 1 MiB page cache does (memory then
     /// stays flat in the number of threads).
     pub fn reopen_for_ranges(&self) -> Result<Input> {
-        self.reopen_with("PRAGMA cache_size = -2048; PRAGMA temp_store = FILE;")
+        self.reopen_with("PRAGMA cache_size = -1024; PRAGMA temp_store = FILE;")
     }
 
     fn reopen_with(&self, pragmas: &str) -> Result<Input> {
