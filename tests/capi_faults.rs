@@ -1,5 +1,5 @@
 //! The host of the C library SIGKILLed at each injection step (the fault-injection pause points
-//! of src/engine/faults.rs): the agent the library started finishes on its own, the target is
+//! of crates/engine/src/faults.rs): the agent the library started finishes on its own, the target is
 //! left exactly as before (registers, code, mappings, signal mask, nobody tracing it) with its
 //! heartbeat, and it can be attached again through the library.
 

@@ -121,7 +121,7 @@ fn scanned_files() -> Vec<(PathBuf, String)> {
     }
     let root = root();
     let mut paths = vec![root.join("README.md")];
-    for d in ["src", "tests", "docs", "examples", "python"] {
+    for d in ["src", "crates", "tests", "docs", "examples", "python"] {
         walk(&root.join(d), &mut paths);
     }
     paths.sort();

@@ -133,7 +133,7 @@ impl Error {
             Error::NothingAttachable { .. } => ExitCode::NotAttachable,
             Error::DetachFailed { .. } => ExitCode::DetachFailed,
             Error::Engine(e) => e.exit_code(),
-            Error::Rocpd(e) => e.exit_code(),
+            Error::Rocpd(e) => crate::rocpd_exit_code(e),
             Error::Io { .. } => ExitCode::Failure,
         }
     }

@@ -47,7 +47,7 @@ impl Error {
         match self {
             Error::Usage(_) => ExitCode::Usage,
             Error::Attach(e) => e.exit_code(),
-            Error::Rocpd(e) => e.exit_code(),
+            Error::Rocpd(e) => crate::rocpd_exit_code(e),
         }
     }
 

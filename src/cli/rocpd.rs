@@ -13,7 +13,7 @@ use crate::rocpd::{report, Error};
 fn fail(e: &Error) -> ExitCode {
     let msg = e.to_string().replace('\n', " ");
     errln!("rocprof-attach: error: {msg}");
-    e.exit_code()
+    crate::rocpd_exit_code(e)
 }
 
 /// Runs `convert`.

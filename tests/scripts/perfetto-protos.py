@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates src/rocpd/pftrace/protos/perfetto_trace_subset.proto.
+"""Regenerates crates/rocpd/src/pftrace/protos/perfetto_trace_subset.proto.
 
 The subset is taken from Perfetto's own trace protos as shipped (compiled) in the PyPI package
 `perfetto` (`perfetto.protos.perfetto.trace.perfetto_trace_pb2`): the messages and fields the
@@ -7,7 +7,7 @@ converter writes, with Perfetto's names, numbers, types and oneofs unchanged, so
 wire-compatible with the full definitions. Run with a Python that has `perfetto` and `protobuf`:
 
     python3 -m venv /tmp/pf && /tmp/pf/bin/pip install perfetto protobuf
-    /tmp/pf/bin/python tests/scripts/perfetto-protos.py > src/rocpd/pftrace/protos/perfetto_trace_subset.proto
+    /tmp/pf/bin/python tests/scripts/perfetto-protos.py > crates/rocpd/src/pftrace/protos/perfetto_trace_subset.proto
 """
 
 from google.protobuf import descriptor_pb2 as d

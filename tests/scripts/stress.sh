@@ -16,7 +16,7 @@ features=fault-injection,otf2
 logs=target/stress
 mkdir -p "$logs"
 
-cargo nextest run --features "$features" --no-run >/dev/null
+cargo nextest run --workspace --features "$features" --no-run >/dev/null
 
 loads=()
 cleanup() {
@@ -39,7 +39,7 @@ loads+=("$!")
 failed=0
 for k in $(seq 1 "$runs"); do
     start=$(date +%s)
-    if cargo nextest run --features "$features" --no-fail-fast "$@" >"$logs/run-$k.log" 2>&1; then
+    if cargo nextest run --workspace --features "$features" --no-fail-fast "$@" >"$logs/run-$k.log" 2>&1; then
         result=passed
     else
         result=FAILED

@@ -19,7 +19,7 @@ tests/scripts/python-venv.sh "$venv"
 status=0
 # No `otf2` feature: OTF2 is built in because ci-deps.sh installed the library, and
 # tests/rocpd_otf2.rs fails if this default build left it out.
-cargo nextest run --features fault-injection --no-fail-fast "$@" || status=$?
+cargo nextest run --workspace --features fault-injection --no-fail-fast "$@" || status=$?
 ROCPROF_ATTACH_TEST_VENV="$venv" \
   cargo nextest run --features fault-injection --run-ignored only -E 'binary(python)' || status=$?
 if [ "${FUZZ_SECONDS:-30}" != 0 ]; then

@@ -1,0 +1,400 @@
+//! The agent server: a small process, forked before the front end starts any thread, that runs
+//! each job on a thread of its own.
+//!
+//! Forking the front end itself for every attach and detach is expensive once it runs many
+//! threads (page tables copied, every thread's pages write-protected, TLB shootdowns): with 32
+//! targets it was a third of our CPU. Forking one child per job from a small server still cost
+//! a process creation, its copy-on-write faults and its exit per attach and per detach. So the
+//! server, forked once while the front end is still small and single-threaded, runs every job
+//! on one of its worker threads: ptrace ties a tracee to the thread that seized it (each job
+//! seizes and releases its thread), and a thread is all the isolation a job needs from the
+//! front end. Workers are reused, so a session over 128 targets creates as many threads as jobs
+//! ran at the same time, not 256. The server blocks terminal signals (its
+//! threads inherit the mask): if the front end dies, the server sees the socket close, lets the
+//! running jobs finish (restoring every thread they stopped), and exits. A job that panics
+//! unwinds through the tracee's and the injection's drops, which restore and release the thread.
+//!
+//! Protocol: one SOCK_SEQPACKET message per job (a JSON request: target, job, timeouts). A single
+//! job ([`AgentServer::run`]) carries, as SCM_RIGHTS, the write end of a pipe on which the agent
+//! sends its result line. A batch ([`AgentServer::run_all`]) numbers its jobs instead, and each
+//! result comes back on the socket as one message tagged with that number: no pipe, no passed
+//! descriptor and no `poll` over many pipes per job.
+
+use super::{
+    agent_job, outcome_of, parse_tagged, read_result, CallTimeouts, Job, Outcome, Reply, Target,
+    WireResult,
+};
+use crate::error::{Error, Result};
+use nix::sys::socket::{
+    recvmsg, sendmsg, socketpair, AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags,
+    SockFlag, SockType,
+};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Largest job message (the environment buffer is at most a few hundred KiB).
+const MAX_REQUEST: usize = 8 << 20;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Request {
+    target: Target,
+    job: Job,
+    timeouts: CallTimeouts,
+    /// Reply on the socket tagged with this number (batches); None: on the pipe passed along.
+    #[serde(default)]
+    reply_id: Option<u64>,
+    /// The only job in flight: the server runs it on its own thread (no worker to start).
+    #[serde(default)]
+    inline: bool,
+}
+
+/// Largest result message (an outcome with its step timings and an error message is well under
+/// 4 KiB; a larger one would be cut and reported as malformed).
+const MAX_RESULT: usize = 16 << 10;
+
+/// Handle on a running agent server.
+#[derive(Debug)]
+pub struct AgentServer {
+    sock: Option<OwnedFd>,
+    pid: Pid,
+    /// One batch at a time reads results from the socket.
+    batch: Mutex<()>,
+    /// An agent stays behind with a call that outlived its wait: the server outlives us.
+    pending: std::sync::atomic::AtomicBool,
+}
+
+impl AgentServer {
+    /// Fork the server. Call it before the process starts threads, so the server is small.
+    pub fn start() -> Result<AgentServer> {
+        let (front, back) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| Error::io("creating the agent server socket", std::io::Error::from(e)))?;
+        match crate::ptrace::fork_agent()? {
+            nix::unistd::ForkResult::Child => {
+                drop(front);
+                serve(back)
+            }
+            nix::unistd::ForkResult::Parent { child } => {
+                drop(back);
+                Ok(AgentServer {
+                    sock: Some(front),
+                    pid: child,
+                    batch: Mutex::new(()),
+                    pending: Default::default(),
+                })
+            }
+        }
+    }
+
+    /// Run `job` on `target` on a worker thread of the server. `Ok(None)` means the server is
+    /// gone (killed): the caller forks an agent itself instead.
+    pub fn run(
+        &self,
+        target: &Target,
+        job: &Job,
+        timeouts: CallTimeouts,
+    ) -> Result<Option<Outcome>> {
+        match self.send(target, job, timeouts)? {
+            Some(read_end) => outcome_of(target, self.note(read_result(read_end))).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Remember a result whose agent stays behind (see [`Drop`]).
+    fn note(&self, wire: WireResult) -> WireResult {
+        if matches!(&wire, Ok(w) if w.outcome.pending_agent.is_some()) {
+            self.pending
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        wire
+    }
+
+    /// Hand `job` to the server; returns the pipe its result arrives on (None: the server is
+    /// gone).
+    pub(super) fn send(
+        &self,
+        target: &Target,
+        job: &Job,
+        timeouts: CallTimeouts,
+    ) -> Result<Option<OwnedFd>> {
+        let (read_end, write_end) = nix::unistd::pipe()
+            .map_err(|e| Error::io("creating the agent pipe", std::io::Error::from(e)))?;
+        let sent = self.request(target, job, timeouts, None, Some(&write_end), false)?;
+        drop(write_end);
+        Ok(sent.then_some(read_end))
+    }
+
+    /// Send one request; false when the server is gone.
+    fn request(
+        &self,
+        target: &Target,
+        job: &Job,
+        timeouts: CallTimeouts,
+        reply_id: Option<u64>,
+        pipe: Option<&OwnedFd>,
+        inline: bool,
+    ) -> Result<bool> {
+        let Some(sock) = self.sock.as_ref() else {
+            return Ok(false);
+        };
+        let request = Request {
+            target: target.clone(),
+            job: job.clone(),
+            timeouts,
+            reply_id,
+            inline,
+        };
+        let bytes = serde_json::to_vec(&request).map_err(|e| Error::Agent {
+            pid: target.pid,
+            message: e.to_string(),
+        })?;
+        let fds: Vec<std::os::fd::RawFd> = pipe.iter().map(|p| p.as_raw_fd()).collect();
+        let cmsgs = [ControlMessage::ScmRights(&fds)];
+        let sent = sendmsg::<()>(
+            sock.as_raw_fd(),
+            &[IoSlice::new(&bytes)],
+            if fds.is_empty() { &[] } else { &cmsgs },
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        );
+        Ok(sent.is_ok())
+    }
+
+    /// Run `jobs` with at most `limit` in flight at once, from this one thread: requests go
+    /// out as results come back on the socket, so the caller needs no thread, pipe or `poll`
+    /// per job; `handed(i)` is told just before job `i` goes to the server (a job the server then
+    /// does not take is run another way by the caller). Results are in the order of `jobs`; None
+    /// for a job the server did not take (it is gone), which the caller runs another way.
+    pub fn run_all(
+        &self,
+        jobs: &[(Target, Job)],
+        limit: usize,
+        timeouts: CallTimeouts,
+        handed: &dyn Fn(usize),
+    ) -> Vec<Option<Result<Outcome>>> {
+        let mut results: Vec<Option<Result<Outcome>>> = (0..jobs.len()).map(|_| None).collect();
+        let Some(sock) = self.sock.as_ref() else {
+            return results;
+        };
+        let _one_batch = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        let limit = limit.max(1);
+        let mut in_flight = 0usize;
+        let mut next = 0usize;
+        let mut buf = vec![0u8; MAX_RESULT];
+        loop {
+            while next < jobs.len() && in_flight < limit {
+                let (target, job) = &jobs[next];
+                // A batch of one is the only job in flight: the server runs it itself.
+                let inline = jobs.len() == 1;
+                // Told before the send: once sent, the server may seize the thread at once, and
+                // a caller that gives up waiting must already count this job as under way.
+                handed(next);
+                match self.request(target, job, timeouts, Some(next as u64), None, inline) {
+                    Ok(true) => in_flight += 1,
+                    Ok(false) => break, // gone: the rest stays None
+                    Err(e) => results[next] = Some(Err(e)),
+                }
+                next += 1;
+            }
+            if in_flight == 0 {
+                break;
+            }
+            let n = match nix::sys::socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+                Ok(n) => n,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => 0,
+            };
+            if n == 0 {
+                break;
+            }
+            if let Some((id, wire)) = parse_tagged(&buf[..n]) {
+                if let Some(slot) = results.get_mut(id as usize).filter(|s| s.is_none()) {
+                    *slot = Some(outcome_of(&jobs[id as usize].0, self.note(wire)));
+                    in_flight -= 1;
+                }
+            }
+        }
+        // Jobs sent but never answered (the server died): report them, do not run them again.
+        for (i, slot) in results.iter_mut().enumerate().take(next) {
+            if slot.is_none() {
+                *slot = Some(outcome_of(
+                    &jobs[i].0,
+                    Err("the agent server ended without a result (it was killed)".into()),
+                ));
+            }
+        }
+        results
+    }
+}
+
+impl Drop for AgentServer {
+    fn drop(&mut self) {
+        // Closing the socket tells the server to exit once its agents are done. An agent that
+        // stays until the target continues (stopped by job control in our call) or until a slow
+        // call returns must not hold the front end: the server then finishes alone.
+        self.sock.take();
+        if !self.pending.load(std::sync::atomic::Ordering::Relaxed) {
+            let _ = nix::sys::wait::waitpid(self.pid, None);
+        }
+    }
+}
+
+/// Stack of a worker thread: a sequence needs little (the FP-state buffer is on the heap).
+const JOB_STACK: usize = 256 << 10;
+
+/// Jobs received and not yet taken by a worker.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    jobs: VecDeque<(Request, Reply)>,
+    /// Workers waiting for a job.
+    idle: usize,
+    /// The front end closed the socket: workers exit once the queue is empty.
+    closed: bool,
+}
+
+impl Queue {
+    /// Queue a job; true when a new worker is needed for it (more jobs wait than workers idle).
+    fn push(&self, job: (Request, Reply)) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.jobs.push_back(job);
+        let spawn = s.jobs.len() > s.idle;
+        drop(s);
+        self.ready.notify_one();
+        spawn
+    }
+
+    /// The next job if one is queued.
+    fn try_take(&self) -> Option<(Request, Reply)> {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .jobs
+            .pop_front()
+    }
+
+    /// The next job, or None once the queue is closed and empty.
+    fn take(&self) -> Option<(Request, Reply)> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(job) = s.jobs.pop_front() {
+                return Some(job);
+            }
+            if s.closed {
+                return None;
+            }
+            s.idle += 1;
+            s = self.ready.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.idle -= 1;
+        }
+    }
+
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+        self.ready.notify_all();
+    }
+}
+
+/// A worker: run jobs until the queue closes.
+fn work(queue: &Queue) {
+    while let Some(job) = queue.take() {
+        run_job(job);
+    }
+}
+
+fn run_job((req, reply): (Request, Reply)) {
+    // A panic unwinds through the job's tracee and injection, which restore and release the
+    // thread; the front end reports the missing result.
+    let job =
+        std::panic::AssertUnwindSafe(|| agent_job(&req.target, &req.job, req.timeouts, reply));
+    let _ = std::panic::catch_unwind(job);
+}
+
+/// The server's loop: receive a job, hand it to an idle worker or a new one.
+fn serve(sock: OwnedFd) -> ! {
+    crate::ptrace::block_terminal_signals();
+    let sock = Arc::new(sock);
+    let mut buf = vec![0u8; MAX_REQUEST];
+    let queue = Arc::new(Queue::default());
+    let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    loop {
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        let received = recvmsg::<()>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        );
+        let (len, fd) = match received {
+            Ok(msg) => {
+                let fd = msg.cmsgs().ok().and_then(|mut c| {
+                    c.find_map(|m| match m {
+                        ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+                        _ => None,
+                    })
+                });
+                (msg.bytes, fd)
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        };
+        if len == 0 {
+            break; // the front end closed the socket
+        }
+        // The descriptor arrived with the message: nobody else in this process owns it.
+        let fd = fd.map(crate::ptrace::own_fd);
+        let Ok(req) = serde_json::from_slice::<Request>(&buf[..len]) else {
+            continue;
+        };
+        let reply = match (req.reply_id, fd) {
+            (Some(id), _) => Reply::Socket {
+                sock: sock.clone(),
+                id,
+            },
+            (None, Some(fd)) => Reply::Pipe(std::fs::File::from(fd)),
+            (None, None) => continue,
+        };
+        if req.inline {
+            run_job((req, reply));
+            continue;
+        }
+        if queue.push((req, reply)) {
+            let q = queue.clone();
+            let spawned = std::thread::Builder::new()
+                .name("agent".into())
+                .stack_size(JOB_STACK)
+                .spawn(move || work(&q));
+            match spawned {
+                Ok(handle) => workers.push(handle),
+                // With no worker at all the job would wait forever: run it here.
+                Err(_) if workers.is_empty() => {
+                    while let Some(job) = queue.try_take() {
+                        run_job(job);
+                    }
+                }
+                // Otherwise a running worker takes it when it is done.
+                Err(_) => {}
+            }
+        }
+    }
+    // Let every queued and running job finish: a thread it stopped must be restored first.
+    queue.close();
+    for handle in workers {
+        let _ = handle.join();
+    }
+    crate::ptrace::exit_now(0)
+}
