@@ -10,7 +10,7 @@
 //!   [`engine::arch`], [`engine::inject`], [`engine::agent`];
 //! * [`rocpd`] (crate `rocprof-rocpd`, depends on no crate of ours): reading, writing,
 //!   converting and summarising rocpd databases; [`mod@format`] is its list of output formats;
-//! * [`attach`]: what a session is — [`attach::targets`], [`attach::preflight`], the rocprofv3
+//! * [`attach`] (crate `rocprof-attach-core`): what a session is — [`attach::targets`], [`attach::preflight`], the rocprofv3
 //!   options and the environment buffer, and [`attach::session`] (plan, attach, wait, detach,
 //!   collect), which returns typed results and emits events and never prints;
 //! * front ends (highest): [`cli`] (the `rocprof-attach` command) and [`capi`] (the rocattach
@@ -23,22 +23,14 @@
 
 #![deny(missing_docs)]
 
-pub mod attach;
 pub mod capi;
 pub mod cli;
 
+pub use rocprof_attach_core as attach;
+pub use rocprof_attach_core::rocpd_exit_code;
 pub use rocprof_engine as engine;
 pub use rocprof_exit as exit;
 pub use rocprof_rocpd as rocpd;
 pub use rocprof_rocpd::format;
 
 pub use exit::ExitCode;
-
-/// The exit code of a [`rocpd::Error`] (the rocpd crate knows no exit codes).
-pub fn rocpd_exit_code(e: &rocpd::Error) -> ExitCode {
-    match e.class() {
-        rocpd::ErrorClass::Usage => ExitCode::Usage,
-        rocpd::ErrorClass::BadInput => ExitCode::BadInput,
-        rocpd::ErrorClass::Failure => ExitCode::Failure,
-    }
-}

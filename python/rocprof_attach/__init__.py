@@ -206,7 +206,7 @@ def status_string(status, library=None):
 
 
 # ---------------------------------------------------------------- output files of a session
-# As the command does (src/attach/outputs.rs): a snapshot of the tool's output directory, seen
+# As the command does (crates/attach/src/outputs.rs): a snapshot of the tool's output directory, seen
 # through the target's root (/proc/PID/root, so a target in a container is handled), taken before
 # the attach and compared after the detach; bounded so a huge directory cannot stall main().
 _MAX_DEPTH = 8

@@ -1,0 +1,542 @@
+//! One session per target, across users and front ends (the CLI, the rocattach C ABI and the
+//! Python module that uses it).
+//!
+//! A session claims each target before any ptrace: one file per target in [`CLAIMS_DIR`] (mode
+//! 1777, sticky, like `/tmp`), named `NS-PID-START.claim` after the inode of the target's PID
+//! namespace, its PID and its start time (field 22 of `/proc/PID/stat`), so a reused PID is another
+//! file, and so are processes of the same PID and start time in two PID namespaces (two
+//! containers' ranks started together) which share `/tmp`. The holder keeps an
+//! exclusive `flock` on it for as long as the session may be active and writes a [`Record`] into
+//! it: who holds it (front end, pid and start time, uid, command), since when, where the session
+//! is ([`State`]) and where its output goes.
+//!
+//! * A lock that cannot be taken means a live front end holds the target: the new session is
+//!   refused with who and since when ([`Error::ActiveSession`], exit code 4, rocattach status 2).
+//! * A lock that can be taken means the holder is gone (the kernel drops a dead process's
+//!   locks). If its record says nothing was active ([`State::Claimed`]) the claim was stale and is
+//!   taken over. If the profiler may still be active (a failed detach is [`State::Stranded`]; a
+//!   front end killed during its window leaves [`State::Attached`]) a new attach is refused with
+//!   the fix, `rocprof-attach --detach -p PID`, which takes such a claim ([`Purpose::Finish`]),
+//!   detaches, and removes it.
+//!
+//! Files are opened relative to the directory's descriptor with `O_NOFOLLOW` (created with
+//! `O_EXCL`), must be regular files with one link, and are made writable by everyone (mode 0666)
+//! so another user's front end can take over a stale claim without `O_CREAT` on someone else's
+//! file (refused by `fs.protected_regular`). The owner shown is the file's owner, which only root
+//! can forge. A claim removed while another front end waited on its lock is noticed (the name no
+//! longer leads to the locked inode) and taken again.
+
+mod record;
+
+pub use record::{now, printable, utc, Record, State};
+
+use crate::error::{Error, Result};
+use rocprof_engine::procfs;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::Mutex;
+
+/// The directory of claim files, shared by every user and front end on the machine.
+pub const CLAIMS_DIR: &str = "/tmp/rocprof-attach-claims";
+
+/// Claim files are padded to this size, so a rewrite is one write of the same length.
+const RECORD_SIZE: usize = 4096;
+
+/// Why a claim is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// To attach: refused while anyone holds the target or a session is left active in it.
+    Attach,
+    /// To finish a session left active (`--detach`): refused while a live front end holds it,
+    /// and when no session is recorded.
+    Finish,
+}
+
+/// Who claims: the front end and where its output goes.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    /// `rocprof-attach` or `the rocattach library`.
+    pub front_end: String,
+    /// Output directory and file name template.
+    pub output: Option<String>,
+    /// Whether the tool writes its output before the detach call returns.
+    pub sync_output: Option<bool>,
+}
+
+/// A claim on one target, locked by this process. Dropping it removes the file when nothing is
+/// active in the target ([`State::Claimed`]) and leaves it, as the record of an active session,
+/// otherwise.
+#[derive(Debug)]
+pub struct Claim {
+    file: File,
+    dir: OwnedFd,
+    name: String,
+    record: Record,
+    /// The record of the session this claim took over ([`Purpose::Finish`]).
+    previous: Option<Record>,
+}
+
+impl Claim {
+    /// Claim target `pid` for `purpose`.
+    pub fn acquire(pid: i32, holder: &Holder, purpose: Purpose) -> Result<Claim> {
+        let target_start = start_time(pid)?;
+        let dir = open_dir()?;
+        sweep(&dir, pid);
+        let name = format!("{}-{pid}-{target_start}.claim", pid_namespace(pid));
+        let (file, found, writable) = lock(&dir, &name, pid)?;
+        let found = found.filter(|r| r.target_pid == pid && r.target_start == target_start);
+        let owner = file.metadata().map(|m| m.uid()).unwrap_or(0);
+        let active = found.as_ref().filter(|r| r.state.active());
+        match (purpose, active) {
+            (Purpose::Attach, Some(r)) => return Err(stranded(pid, r, owner)),
+            (Purpose::Finish, None) => {
+                return Err(Error::ActiveSession {
+                    pid,
+                    message: format!(
+                        "no active session is recorded for process {pid}, so there is nothing to detach \
+                         (`rocprof-attach --detach` finishes a session whose detach failed, exit code 11, or \
+                         whose front end was killed during its profiling window)"
+                    ),
+                })
+            }
+            _ => {}
+        }
+        if let (Purpose::Attach, Some(r)) = (purpose, &found) {
+            tracing::info!(
+                "process {pid}: cleared a stale claim of {} {}",
+                r.holder(owner),
+                r.since()
+            );
+        }
+        if !writable {
+            return Err(Error::io(
+                format!(
+                    "claim file {CLAIMS_DIR}/{name} belongs to uid {owner} and is not writable; remove it \
+                     (as uid {owner} or root)"
+                ),
+                std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+            ));
+        }
+        let now = now();
+        let previous = if purpose == Purpose::Finish {
+            found
+        } else {
+            None
+        };
+        let record = Record {
+            version: 1,
+            target_pid: pid,
+            target_start,
+            front_end: holder.front_end.clone(),
+            holder_pid: std::process::id() as i32,
+            holder_start: start_time(std::process::id() as i32).unwrap_or(0),
+            uid: nix::unistd::getuid().as_raw(),
+            command: own_command(),
+            since: now,
+            changed: now,
+            state: if purpose == Purpose::Finish {
+                State::Detaching
+            } else {
+                State::Claimed
+            },
+            output: previous
+                .as_ref()
+                .and_then(|p| p.output.clone())
+                .or_else(|| holder.output.clone()),
+            sync_output: previous
+                .as_ref()
+                .and_then(|p| p.sync_output)
+                .or(holder.sync_output),
+            note: None,
+        };
+        let claim = Claim {
+            file,
+            dir,
+            name,
+            record,
+            previous,
+        };
+        claim.write()?;
+        Ok(claim)
+    }
+
+    /// The target's PID.
+    pub fn pid(&self) -> i32 {
+        self.record.target_pid
+    }
+
+    /// The record of the session this claim took over ([`Purpose::Finish`]).
+    pub fn previous(&self) -> Option<&Record> {
+        self.previous.as_ref()
+    }
+
+    /// This claim's record.
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// Record a new state (best effort: a claim that cannot be rewritten still locks).
+    pub fn set(&mut self, state: State) {
+        if self.record.state == state {
+            return;
+        }
+        self.record.state = state;
+        self.record.changed = now();
+        if let Err(e) = self.write() {
+            tracing::warn!("process {}: cannot update its claim: {e}", self.pid());
+        }
+    }
+
+    /// The detach failed: leave the record of an active session, with why.
+    pub fn strand(&mut self, note: &str) {
+        self.record.note = Some(note.to_string());
+        self.set(State::Stranded);
+    }
+
+    fn write(&self) -> Result<()> {
+        let mut text = serde_json::to_string(&self.record)
+            .map_err(|e| Error::io("claim record", std::io::Error::other(e)))?;
+        let len = text.len().max(RECORD_SIZE);
+        text.extend(std::iter::repeat_n(' ', len - text.len()));
+        self.file
+            .write_all_at(text.as_bytes(), 0)
+            .and_then(|_| self.file.set_len(len as u64))
+            .map_err(|e| Error::io(format!("writing claim file {CLAIMS_DIR}/{}", self.name), e))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.record.state.active() {
+            return;
+        }
+        // Still our file (nobody removed and recreated it): remove it while locked.
+        if same_file(&self.dir, &self.name, &self.file) {
+            let _ = unlinkat(&self.dir, &self.name);
+        }
+    }
+}
+
+/// The claims of one session, by PID (an attach and its detach may run in different calls).
+#[derive(Debug, Default)]
+pub struct Claims {
+    held: Mutex<HashMap<i32, Claim>>,
+}
+
+impl Claims {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Claim>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keep `claim`.
+    pub fn insert(&self, claim: Claim) {
+        self.lock().insert(claim.pid(), claim);
+    }
+
+    /// Record a state for `pid`'s claim, if it has one.
+    pub fn set(&self, pid: i32, state: State) {
+        if let Some(c) = self.lock().get_mut(&pid) {
+            c.set(state);
+        }
+    }
+
+    /// `pid`'s detach failed: leave the record of an active session.
+    pub fn strand(&self, pid: i32, note: &str) {
+        if let Some(c) = self.lock().get_mut(&pid) {
+            c.strand(note);
+        }
+    }
+
+    /// Take `pid`'s claim out (to keep it elsewhere).
+    pub fn take(&self, pid: i32) -> Option<Claim> {
+        self.lock().remove(&pid)
+    }
+
+    /// Drop `pid`'s claim (removed when nothing is active).
+    pub fn release(&self, pid: i32) {
+        drop(self.take(pid));
+    }
+
+    /// Whether `pid` is claimed here.
+    pub fn holds(&self, pid: i32) -> bool {
+        self.lock().contains_key(&pid)
+    }
+}
+
+/// The refusal for a target whose session was left active.
+fn stranded(pid: i32, r: &Record, owner: u32) -> Error {
+    Error::ActiveSession {
+        pid,
+        message: format!(
+            "process {pid} has an active profiling session left by {} {}: {}, so the profiler may still be \
+             active in it and {}. A new attach would take that session over and its output would never \
+             appear. Fix: run `rocprof-attach --detach -p {pid}` first",
+            r.holder(owner),
+            r.since(),
+            r.why_left(),
+            r.output_clause()
+        ),
+    }
+}
+
+/// The refusal for a target a live front end holds.
+fn held(pid: i32, r: Option<&Record>, owner: u32) -> Error {
+    let message = match r {
+        Some(r) => format!(
+            "process {pid} already has an active profiling session: {} holds it {}, {}; {}. One session per \
+             process: wait for it to end, or end it ({})",
+            r.holder(owner),
+            r.since(),
+            r.doing(),
+            r.output_clause(),
+            if r.front_end == crate::claims::FRONT_END_CLI {
+                format!("Enter or Ctrl-C in its terminal, or `kill -INT {}`", r.holder_pid)
+            } else {
+                format!("rocattach_detach({pid}) in that process")
+            }
+        ),
+        None => format!(
+            "process {pid} already has an active profiling session: a front end of uid {owner} holds \
+             {CLAIMS_DIR}/ (its record is being written or unreadable). One session per process: wait for it to end"
+        ),
+    };
+    Error::ActiveSession { pid, message }
+}
+
+/// The command-line front end's name in records.
+pub const FRONT_END_CLI: &str = "rocprof-attach";
+/// The C ABI's name in records.
+pub const FRONT_END_LIBRARY: &str = "the rocattach library";
+
+/// The inode of the PID namespace `pid` lives in (0 when it cannot be read).
+fn pid_namespace(pid: i32) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(procfs::proc_dir(pid).join("ns/pid")).map_or(0, |m| m.ino())
+}
+
+/// Field 22 of `/proc/PID/stat`: the start time, which tells a reused PID apart.
+pub fn start_time(pid: i32) -> Result<u64> {
+    let path = procfs::proc_dir(pid).join("stat");
+    let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::ProcessGone { pid },
+        _ => Error::io(format!("reading {}", path.display()), e),
+    })?;
+    procfs::stat_fields_after_comm(&text)
+        .and_then(|f| f.get(19).and_then(|s| s.parse().ok()))
+        .ok_or_else(|| {
+            Error::io(
+                format!("parsing {}", path.display()),
+                std::io::Error::other("no field 22"),
+            )
+        })
+}
+
+/// Our command line, shortened.
+fn own_command() -> String {
+    let args = procfs::cmdline(std::process::id() as i32).unwrap_or_default();
+    printable(&args.join(" "), 200)
+}
+
+fn cstr(s: &str) -> CString {
+    CString::new(s).expect("no NUL in our names")
+}
+
+fn last_os_error(context: String) -> Error {
+    Error::io(context, std::io::Error::last_os_error())
+}
+
+/// Open (creating it mode 1777 when missing) the claims directory, which must be a real
+/// directory with the sticky bit that everyone may write.
+fn open_dir() -> Result<OwnedFd> {
+    let path = cstr(CLAIMS_DIR);
+    // SAFETY: a valid C string; mkdir has no other effect.
+    if unsafe { libc::mkdir(path.as_ptr(), 0o1777) } == 0 {
+        // The umask took bits away; set them (the directory is new and ours).
+        // SAFETY: as above.
+        unsafe { libc::chmod(path.as_ptr(), 0o1777) };
+    }
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a valid C string.
+    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(last_os_error(format!(
+            "cannot open the claims directory {CLAIMS_DIR} (it must be a directory, not a symbolic link; \
+             remove it and rocprof-attach creates it again)"
+        )));
+    }
+    // SAFETY: a descriptor we just opened and own.
+    let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+    let meta = File::from(
+        dir.try_clone()
+            .map_err(|e| Error::io("claims directory", e))?,
+    )
+    .metadata()
+    .map_err(|e| Error::io(format!("claims directory {CLAIMS_DIR}"), e))?;
+    if meta.mode() & 0o1002 != 0o1002 {
+        return Err(Error::io(
+            format!(
+                "the claims directory {CLAIMS_DIR} (owner uid {}, mode {:o}) must have mode 1777 so every user \
+                 shares it; fix: chmod 1777 {CLAIMS_DIR} (as its owner or root)",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        ));
+    }
+    Ok(dir)
+}
+
+fn openat(dir: &OwnedFd, name: &str, flags: i32) -> std::io::Result<File> {
+    let c = cstr(name);
+    // SAFETY: a valid directory descriptor and C string; mode is used only with O_CREAT.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, 0o666 as libc::c_uint) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor we just opened and own.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+fn unlinkat(dir: &OwnedFd, name: &str) -> std::io::Result<()> {
+    let c = cstr(name);
+    // SAFETY: a valid directory descriptor and C string.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether `name` in `dir` is (still) the file `file` has open.
+fn same_file(dir: &OwnedFd, name: &str, file: &File) -> bool {
+    let c = cstr(name);
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor, C string and stat buffer.
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    r == 0
+        && file
+            .metadata()
+            .is_ok_and(|m| m.dev() == st.st_dev && m.ino() == st.st_ino)
+}
+
+fn try_flock(file: &File) -> bool {
+    // SAFETY: a valid descriptor.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// The record in a claim file (None when empty or unreadable).
+fn read_record(file: &File) -> Option<Record> {
+    let mut text = String::new();
+    let mut f = file;
+    let _ = std::io::Seek::rewind(&mut f);
+    f.take(64 * 1024).read_to_string(&mut text).ok()?;
+    serde_json::from_str(text.trim_end()).ok()
+}
+
+/// Open or create `name` and lock it: the file, the record found in it, and whether we may
+/// write it. A lock held by someone else is [`Error::ActiveSession`].
+fn lock(dir: &OwnedFd, name: &str, pid: i32) -> Result<(File, Option<Record>, bool)> {
+    let base = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    let path = format!("{CLAIMS_DIR}/{name}");
+    for _ in 0..100 {
+        let (file, writable) = match openat(dir, name, base | libc::O_RDWR) {
+            Ok(f) => (f, true),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                match openat(
+                    dir,
+                    name,
+                    base | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
+                ) {
+                    Ok(f) => {
+                        // Everyone may take over a stale claim; the umask took bits away.
+                        // SAFETY: a valid descriptor.
+                        unsafe { libc::fchmod(f.as_raw_fd(), 0o666) };
+                        (f, true)
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+                    Err(e) => return Err(Error::io(format!("creating claim file {path}"), e)),
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+                let f = openat(dir, name, base | libc::O_RDONLY)
+                    .map_err(|e| Error::io(format!("opening claim file {path}"), e))?;
+                (f, false)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(Error::io(
+                    format!("claim file {path} is a symbolic link; remove it"),
+                    e,
+                ))
+            }
+            Err(e) => return Err(Error::io(format!("opening claim file {path}"), e)),
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(format!("claim file {path}"), e))?;
+        if !meta.is_file() || meta.nlink() != 1 {
+            return Err(Error::io(
+                format!("claim file {path} is not a regular file with one link; remove it"),
+                std::io::Error::from(std::io::ErrorKind::InvalidData),
+            ));
+        }
+        if !try_flock(&file) {
+            return Err(held(pid, read_record(&file).as_ref(), meta.uid()));
+        }
+        if !same_file(dir, name, &file) {
+            // Removed (or replaced) by its holder before we locked it: start again.
+            continue;
+        }
+        let found = read_record(&file);
+        return Ok((file, found, writable));
+    }
+    Err(Error::io(
+        format!("claim file {path} keeps changing"),
+        std::io::Error::from(std::io::ErrorKind::WouldBlock),
+    ))
+}
+
+/// Remove claims nobody holds whose target is gone (or is another process now), so the
+/// directory does not grow. Best effort; only other users' files we may not remove stay.
+fn sweep(dir: &OwnedFd, except: i32) {
+    let Ok(entries) = std::fs::read_dir(CLAIMS_DIR) else {
+        return;
+    };
+    let own_ns = pid_namespace(std::process::id() as i32);
+    for entry in entries.flatten().take(4096) {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((ns, pid, start)) = name.strip_suffix(".claim").and_then(|k| {
+            let mut it = k.splitn(3, '-');
+            Some((
+                it.next()?.parse::<u64>().ok()?,
+                it.next()?.parse::<i32>().ok()?,
+                it.next()?.parse::<u64>().ok()?,
+            ))
+        }) else {
+            continue;
+        };
+        // Only claims of our own PID namespace can be judged from here: another namespace's PID
+        // means another process (or none) in ours.
+        if ns != own_ns || pid == except || start_time(pid).is_ok_and(|s| s == start) {
+            continue;
+        }
+        let base = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_RDONLY;
+        if let Ok(f) = openat(dir, name, base) {
+            if f.metadata().is_ok_and(|m| m.is_file()) && try_flock(&f) && same_file(dir, name, &f)
+            {
+                tracing::debug!("removing the claim of process {pid}, which is gone");
+                let _ = unlinkat(dir, name);
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Has the target already loaded a tool library (an earlier attach), and does this session's tool
+//! match it? rocprofiler-register accepts a reattach only with the exact tool string of the first
+//! attach (docs/protocol.md section 3.1, step 4: status 8), so a different tool is refused here,
+//! before any ptrace, with the tool to pass.
+//!
+//! The tool is recognised by what it exports, not by its file name: every mapped object (one per
+//! file) that exports the attach entry point [`CONFIGURE_ATTACH_SYMBOL`] is a tool, whatever it is
+//! called (`librocprofiler-sdk-tool.so*`, rocprofv3's tool, also counts by name when its file cannot
+//! be read). `rocprofiler_configure` alone is not enough: libraries such as PyTorch's
+//! `libtorch_cpu.so` export it without being an attach tool. rocprofiler-register keeps the
+//! first tool string only in its memory, so the maps are the only view that leaves the target
+//! untouched: nothing here uses ptrace or reads the target's memory.
+//!
+//! Cheap: only absolute tool strings are compared at all; the C and C++ runtime and the
+//! rocprofiler libraries themselves are skipped by name; each other object costs a few KiB of
+//! reads (header, dynamic section, one hash-chain walk), and the answer is kept per (device,
+//! inode) for the rest of the run, so the ranks of a job that map the same libraries read each
+//! file once.
+
+use crate::error::{Error, Result};
+use crate::toolpath::{classify_library, maps_of, SdkKind, ToolChoice};
+use rocprof_engine::elf;
+use rocprof_engine::procfs::{self, Mapping};
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The function a tool library exports to take part in attach (docs/protocol.md section 4:
+/// looked up next to `rocprofiler_configure` in each tool library).
+pub const CONFIGURE_ATTACH_SYMBOL: &str = "rocprofiler_configure_attach";
+
+/// (major, minor, inode) of a mapped file.
+type FileId = (u32, u32, u64);
+
+/// Basename prefixes of system runtime libraries that are never a profiling tool.
+const SYSTEM_PREFIXES: [&str; 16] = [
+    "ld-linux",
+    "ld64.so",
+    "libc.so",
+    "libm.so",
+    "libmvec.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "libutil.so",
+    "libresolv.so",
+    "libnss_",
+    "libstdc++.so",
+    "libgcc_s.so",
+    "libatomic.so",
+    "libz.so",
+    "libnuma.so",
+];
+
+/// A target that already loaded a tool library (an earlier attach) accepts a reattach only with
+/// the same tool: refuse, before any ptrace, a choice whose absolute entries are all other files
+/// than the mapped tool (compared by device and inode, or by path inside the target's root).
+pub(crate) fn check_reattach(
+    pid: i32,
+    choice: &ToolChoice,
+    given: Option<&[Mapping]>,
+) -> Result<()> {
+    let entries: Vec<&str> = choice.string.split(':').map(str::trim).collect();
+    if entries.is_empty() || entries.iter().any(|e| !e.starts_with('/')) {
+        // Names resolved by the target's loader cannot be compared here.
+        return Ok(());
+    }
+    let maps = match maps_of(pid, given) {
+        Ok(m) => m,
+        Err(rocprof_engine::Error::ProcessGone { pid }) => return Err(Error::ProcessGone { pid }),
+        Err(_) => return Ok(()),
+    };
+    let mapped = loaded_tools(pid, &maps);
+    let Some(first) = mapped.first() else {
+        return Ok(());
+    };
+    let same = |entry: &str| {
+        let Ok(Some(resolved)) = procfs::resolve_in_root(pid, Path::new(entry)) else {
+            return false;
+        };
+        mapped.iter().any(|m| {
+            let by_path = m.path.as_deref().map(Path::new) == Some(resolved.as_path());
+            let by_id = std::fs::metadata(procfs::in_root(pid, &resolved))
+                .is_ok_and(|meta| same_file(&meta, m));
+            by_path || by_id
+        })
+    };
+    if entries.iter().any(|e| same(e)) {
+        return Ok(());
+    }
+    let loaded = first.path.as_deref().unwrap_or("?");
+    Err(Error::NotAttachable {
+        pid,
+        reason: format!(
+            "it already loaded the tool library {loaded} in an earlier attach, and a reattach must use the same \
+             tool (rocprofiler-register refuses another one with status 8), but this session would send '{}'. \
+             Fix: pass -t {loaded} (the exact string of the first attach if it was another path to the same file)",
+            choice.string
+        ),
+    })
+}
+
+/// The tool libraries `pid` has mapped, one mapping per file, in maps order: objects exporting
+/// [`CONFIGURE_ATTACH_SYMBOL`], and files named like rocprofv3's tool. Deleted files are left
+/// out (a new attach cannot name them).
+pub fn loaded_tools(pid: i32, maps: &[Mapping]) -> Vec<&Mapping> {
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for m in maps.iter().filter(|m| m.inode != 0 && !m.deleted) {
+        let Some(path) = m.path.as_deref().filter(|p| p.starts_with('/')) else {
+            continue;
+        };
+        if seen.contains(&m.file_id()) {
+            continue;
+        }
+        seen.push(m.file_id());
+        let base = path.rsplit('/').next().unwrap_or(path);
+        let is_tool = match classify_library(base) {
+            Some((SdkKind::Tool, _)) => true,
+            Some(_) => false,
+            None if is_system_library(base) => false,
+            None => exports_configure_attach(pid, m),
+        };
+        if is_tool {
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// A C/C++ runtime or other system library that never is a tool.
+pub fn is_system_library(basename: &str) -> bool {
+    SYSTEM_PREFIXES.iter().any(|p| basename.starts_with(p))
+}
+
+fn same_file(meta: &std::fs::Metadata, m: &Mapping) -> bool {
+    let (major, minor) = elf::dev_major_minor(meta.dev());
+    (major, minor, meta.ino()) == m.file_id()
+}
+
+/// Does the mapped object export the attach entry point? Read through `/proc/PID/map_files`, else
+/// its path inside the target's root, and only when that is the mapped file (same device and
+/// inode); anything unreadable counts as no. Answers are kept per mapped file.
+fn exports_configure_attach(pid: i32, m: &Mapping) -> bool {
+    static ANSWERS: Mutex<Option<HashMap<FileId, bool>>> = Mutex::new(None);
+    let lock = || ANSWERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hit) = lock().as_ref().and_then(|a| a.get(&m.file_id()).copied()) {
+        return hit;
+    }
+    let Some(path) = mapped_file(pid, m) else {
+        return false;
+    };
+    let Ok(answer) = elf::exports_symbol(&path, CONFIGURE_ATTACH_SYMBOL) else {
+        return false;
+    };
+    lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(m.file_id(), answer);
+    answer
+}
+
+/// A path that opens exactly the mapped file, if there is one we may read.
+fn mapped_file(pid: i32, m: &Mapping) -> Option<PathBuf> {
+    let map_file = procfs::proc_dir(pid).join(format!("map_files/{:x}-{:x}", m.start, m.end));
+    let in_root = procfs::in_root(pid, Path::new(m.path.as_deref()?));
+    [map_file, in_root].into_iter().find(|p| {
+        std::fs::File::open(p)
+            .and_then(|f| f.metadata())
+            .is_ok_and(|meta| meta.is_file() && same_file(&meta, m))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_libraries_are_skipped_by_name() {
+        for name in [
+            "libc.so.6",
+            "ld-linux-x86-64.so.2",
+            "libstdc++.so.6.0.30",
+            "libgcc_s.so.1",
+        ] {
+            assert!(is_system_library(name), "{name}");
+        }
+        for name in [
+            "libmy-profiler.so",
+            "libcustom.so",
+            "libcrypto.so.3",
+            "libamdhip64.so.6",
+        ] {
+            assert!(!is_system_library(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn only_absolute_tool_strings_are_compared() {
+        // A bare name is resolved by the target's loader: nothing is read, not even the maps.
+        let choice = ToolChoice {
+            string: "libmy-profiler.so".into(),
+            warnings: Vec::new(),
+            source: crate::toolpath::ToolSource::Explicit,
+            notes: Vec::new(),
+        };
+        assert!(check_reattach(i32::MAX, &choice, None).is_ok());
+    }
+}

@@ -1,0 +1,221 @@
+//! Step two: attach every planned process, roots first, each phase in parallel.
+
+use super::events::{Event, Events, Stage};
+use super::plan::{Failure, Plan, Planned};
+use super::{register_status, Injector};
+use crate::claims::State;
+use crate::envbuf::{self, EnvList};
+use crate::error::{Error, Result};
+use rocprof_engine::agent::{self, Job, Outcome};
+use serde::Serialize;
+
+/// A process we attached to: all a later [`super::detach()`] needs, so it can be kept by a
+/// library front end between calls.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attachment {
+    /// Process id.
+    pub pid: i32,
+    /// The selected process whose tree it belongs to (itself for a root).
+    pub root: i32,
+    /// The listener thread that ran the attach call.
+    pub listener_tid: i32,
+    /// The injection site used (AT_ENTRY).
+    pub site: u64,
+    /// Address of `rocprofiler_register_detach` in the target, found by the preflight.
+    pub detach_function: u64,
+    /// The tool library string sent.
+    pub tool: String,
+    /// Microseconds for the whole attach sequence (seize to release).
+    pub attach_us: u64,
+    /// Microseconds the listener was stopped outside the attach call.
+    pub stopped_us: u64,
+    /// Microseconds the attach call ran in the target.
+    pub call_us: u64,
+}
+
+/// What [`attach()`] did.
+#[derive(Debug, Default)]
+pub struct AttachOutcome {
+    /// Processes attached, in plan order.
+    pub attached: Vec<Attachment>,
+    /// Processes that could not be attached.
+    pub failures: Vec<Failure>,
+    /// A signal arrived while attaching: the caller should detach at once.
+    pub interrupted: bool,
+}
+
+impl AttachOutcome {
+    /// The attached process ids, in order.
+    pub fn pids(&self) -> Vec<i32> {
+        self.attached.iter().map(|a| a.pid).collect()
+    }
+}
+
+/// Attach roots first, then descendants of the roots that succeeded, each phase in parallel
+/// (at most `parallelism` at a time). `interrupted` is asked between phases; when it says yes,
+/// the remaining phases are skipped. `env` is the environment sent (filtered to `ROCP*`).
+pub fn attach(
+    plan: &Plan,
+    env: &EnvList,
+    parallelism: usize,
+    injector: &dyn Injector,
+    events: Events,
+    interrupted: &dyn Fn() -> bool,
+) -> AttachOutcome {
+    let mut out = AttachOutcome::default();
+    let (roots, rest): (Vec<&Planned>, Vec<&Planned>) =
+        plan.targets.iter().partition(|p| p.report.pid == p.root);
+    for phase in [roots, rest] {
+        let phase: Vec<&Planned> = phase
+            .into_iter()
+            .filter(|p| p.report.pid == p.root || out.attached.iter().any(|a| a.pid == p.root))
+            .collect();
+        let jobs: Vec<(agent::Target, Job)> = phase.iter().map(|p| attach_job(env, p)).collect();
+        for p in &phase {
+            plan.claims.set(p.report.pid, State::Attaching);
+        }
+        let outcomes = injector.inject_all(&jobs, parallelism, &|_| {});
+        let results = phase
+            .iter()
+            .zip(outcomes)
+            .map(|(p, o)| attachment(p, o.map_err(Error::from)));
+        for (p, r) in phase.iter().zip(results) {
+            match r {
+                Ok(a) => {
+                    plan.claims.set(a.pid, State::Attached);
+                    events(Event::Attached {
+                        pid: a.pid,
+                        listener_tid: a.listener_tid,
+                        attach_ms: a.attach_us as f64 / 1000.0,
+                        stopped_us: a.stopped_us,
+                    });
+                    out.attached.push(a);
+                }
+                Err(e) => {
+                    // The register restores everything when its attach fails: nothing is active.
+                    plan.claims.set(p.report.pid, State::Claimed);
+                    events(Event::Failed {
+                        pid: p.report.pid,
+                        stage: Stage::Attach,
+                        message: e.to_string(),
+                        hint: None,
+                        exited: false,
+                    });
+                    out.failures.push(Failure {
+                        pid: p.report.pid,
+                        stage: Stage::Attach,
+                        error: e,
+                    });
+                }
+            }
+        }
+        if interrupted() {
+            out.interrupted = true;
+            break;
+        }
+    }
+    if !out.attached.is_empty() {
+        events(Event::AttachedAll { pids: out.pids() });
+    }
+    out
+}
+
+/// Attach one planned process through `injector`.
+pub fn attach_one(env: &EnvList, injector: &dyn Injector, p: &Planned) -> Result<Attachment> {
+    let (target, job) = attach_job(env, p);
+    attachment(p, injector.inject(&target, &job).map_err(Error::from))
+}
+
+/// The injection that attaches planned process `p`: the environment buffer and tool sent to the
+/// attach function the preflight found.
+fn attach_job(env: &EnvList, p: &Planned) -> (agent::Target, Job) {
+    let pid = p.report.pid;
+    // Located by the preflight just before (same maps snapshot, no second ELF lookup).
+    let (function, site) = (p.report.register_attach_addr, p.report.entry);
+    let tool = p.report.tool.string.clone();
+    let mut env = env.clone();
+    // As the launcher does: the chosen tool travels in the buffer too.
+    env.set("ROCPROF_ATTACH_TOOL_LIBRARY", &tool);
+    let buffer = envbuf::encode(&env);
+    if tracing::enabled!(tracing::Level::INFO) {
+        for (name, value) in envbuf::decode(&buffer).unwrap_or_default() {
+            tracing::info!("process {pid}: sending {name}={value}");
+        }
+    }
+    tracing::debug!(
+        "process {pid}: attach call {function:#x} from site {site:#x} on thread {} ({} byte environment buffer, tool {tool})",
+        p.report.listener_tid,
+        buffer.len()
+    );
+    let job = Job::Attach {
+        env: buffer,
+        tool: tool.clone().into_bytes(),
+    };
+    let target = agent::Target {
+        pid,
+        tid: p.report.listener_tid,
+        site,
+        function,
+    };
+    (target, job)
+}
+
+/// What the attach injection of `p` gave, as an [`Attachment`] or the session's error.
+fn attachment(p: &Planned, outcome: Result<Outcome>) -> Result<Attachment> {
+    let pid = p.report.pid;
+    let site = p.report.entry;
+    let tool = p.report.tool.string.clone();
+    let outcome = outcome?;
+    log_outcome(pid, "attach", &outcome);
+    let outcome = call_result(pid, "attach", outcome)?;
+    Ok(Attachment {
+        pid,
+        root: p.root,
+        listener_tid: p.report.listener_tid,
+        site,
+        detach_function: p.report.register_detach_addr,
+        tool,
+        attach_us: outcome.total_us,
+        stopped_us: outcome.stopped_us,
+        call_us: outcome.call_us,
+    })
+}
+
+/// The injection's counters and timings, at debug level.
+pub(super) fn log_outcome(pid: i32, call: &str, o: &Outcome) {
+    tracing::debug!(
+        "process {pid}: {call} {} in {} µs (call {} µs, listener stopped {} µs; {} interrupt-stops, {} traps, {} forwarded signals)",
+        match o.status {
+            Some(status) => format!("returned {status}"),
+            None => "did not return".to_string(),
+        },
+        o.total_us,
+        o.call_us,
+        o.stopped_us,
+        o.interrupts,
+        o.traps,
+        o.forwarded_signals
+    );
+}
+
+/// Turn the register function's return value into the session's result.
+pub(super) fn call_result(pid: i32, call: &'static str, outcome: Outcome) -> Result<Outcome> {
+    match outcome.status {
+        Some(0) => Ok(outcome),
+        Some(status) => {
+            let (name, meaning) = register_status(status);
+            Err(Error::Rejected {
+                pid,
+                call,
+                status,
+                name,
+                meaning,
+            })
+        }
+        None => Err(rocprof_engine::Error::Agent {
+            pid,
+            message: format!("the {call} call did not complete"),
+        }
+        .into()),
+    }
+}

@@ -1,0 +1,234 @@
+//! Is what the tool wrote usable? Empty and truncated files (a full disk, a quota, a tool stopped
+//! mid-write) are found here and named with their cause, never reported as success; and a rocpd
+//! database that holds no event of a kind that was asked for is a warning naming the option.
+
+use super::report::FileReport;
+use crate::envbuf::EnvList;
+use crate::outputs::human_size;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// What is wrong with a file that is not complete, or None when it looks complete. Checked by
+/// content where the format allows it cheaply: a rocpd (SQLite) database is as long as its header
+/// says, a JSON document ends with `}` or `]`, a CSV file with a newline; any file is non-empty.
+pub fn problem(host_path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(host_path).ok()?;
+    if meta.is_dir() {
+        return None;
+    }
+    let size = meta.len();
+    if size == 0 {
+        return Some("empty (0 bytes)".into());
+    }
+    let ext = host_path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let mut f = std::fs::File::open(host_path).ok()?;
+    match ext.as_str() {
+        "db" => {
+            let mut head = [0u8; 100];
+            if size < 100 || f.read_exact(&mut head).is_err() || &head[..16] != b"SQLite format 3\0"
+            {
+                return Some(format!(
+                    "truncated: {size} bytes, not even a whole SQLite header"
+                ));
+            }
+            let page = match u16::from_be_bytes([head[16], head[17]]) {
+                1 => 65536u64,
+                p => p as u64,
+            };
+            let pages = u32::from_be_bytes([head[28], head[29], head[30], head[31]]) as u64;
+            let valid = head[24..28] == head[92..96];
+            let expected = page * pages;
+            if (valid && pages > 0 && size < expected) || (page > 0 && size % page != 0) {
+                return Some(format!(
+                    "truncated: {} of the {} its SQLite header promises",
+                    human_size(size),
+                    human_size(expected.max(size.div_ceil(page.max(1)) * page))
+                ));
+            }
+            None
+        }
+        "json" | "csv" => {
+            // The last bytes: a JSON document closes its top level, a CSV file ends its line.
+            let tail = size.min(64);
+            f.seek(SeekFrom::Start(size - tail)).ok()?;
+            let mut buf = Vec::new();
+            f.read_to_end(&mut buf).ok()?;
+            let ok = if ext == "json" {
+                matches!(
+                    buf.iter().rev().find(|b| !b.is_ascii_whitespace()),
+                    Some(b'}' | b']')
+                )
+            } else {
+                buf.last() == Some(&b'\n')
+            };
+            (!ok).then(|| {
+                format!(
+                    "truncated: {} and the {} stops mid-{}",
+                    human_size(size),
+                    ext.to_ascii_uppercase(),
+                    if ext == "json" { "document" } else { "line" }
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Why files came out incomplete, from the state of the file system holding `dir` now.
+pub fn space_cause(dir: &Path) -> String {
+    match nix::sys::statvfs::statvfs(dir) {
+        Ok(s) => {
+            let free = s.blocks_available() * s.fragment_size();
+            let total = s.blocks() * s.fragment_size();
+            if free < 64 * 1024 || s.files_available() == 0 {
+                format!(
+                    "the file system holding {} is full (ENOSPC, No space left on device: {} free of {}{}). \
+                     Fix: free some space there or choose another directory with -d",
+                    dir.display(),
+                    human_size(free),
+                    human_size(total),
+                    if s.files_available() == 0 { ", no free inodes" } else { "" }
+                )
+            } else {
+                format!(
+                    "the file system holding {} has {} free now, so a disk quota (EDQUOT) or the tool stopping \
+                     mid-write (the target exited or was killed) is the likely cause. Fix: check `quota -s` and the \
+                     target's stderr",
+                    dir.display(),
+                    human_size(free)
+                )
+            }
+        }
+        Err(e) => format!(
+            "the file system holding {} cannot be examined ({e})",
+            dir.display()
+        ),
+    }
+}
+
+/// One kind of event an option asks for, and how to count it in a rocpd database.
+struct Capture {
+    vars: &'static [&'static str],
+    option: &'static str,
+    what: &'static str,
+    sql: &'static str,
+}
+
+/// Counts by category of the API regions and samples (`HIP_RUNTIME_API_EXT`, ...).
+const BY_CATEGORY: &str = "SELECT (SELECT count(*) FROM rocpd_region R JOIN rocpd_event E ON E.id = R.event_id \
+     JOIN rocpd_string S ON S.id = E.category_id WHERE S.string LIKE ?1) + (SELECT count(*) FROM rocpd_sample R \
+     JOIN rocpd_event E ON E.id = R.event_id JOIN rocpd_string S ON S.id = E.category_id WHERE S.string LIKE ?1)";
+
+const CAPTURES: [Capture; 8] = [
+    Capture {
+        vars: &["ROCPROF_KERNEL_TRACE"],
+        option: "--kernel-trace",
+        what: "kernel dispatches",
+        sql: "SELECT count(*) FROM rocpd_kernel_dispatch",
+    },
+    Capture {
+        vars: &["ROCPROF_MEMORY_COPY_TRACE"],
+        option: "--memory-copy-trace",
+        what: "memory copies",
+        sql: "SELECT count(*) FROM rocpd_memory_copy",
+    },
+    Capture {
+        vars: &["ROCPROF_MEMORY_ALLOCATION_TRACE"],
+        option: "--memory-allocation-trace",
+        what: "memory allocations",
+        sql: "SELECT count(*) FROM rocpd_memory_allocate WHERE level != 'SCRATCH'",
+    },
+    Capture {
+        vars: &[
+            "ROCPROF_HIP_RUNTIME_API_TRACE",
+            "ROCPROF_HIP_COMPILER_API_TRACE",
+        ],
+        option: "--hip-trace",
+        what: "HIP API calls",
+        sql: "HIP_%",
+    },
+    Capture {
+        vars: &[
+            "ROCPROF_HSA_CORE_API_TRACE",
+            "ROCPROF_HSA_AMD_EXT_API_TRACE",
+        ],
+        option: "--hsa-trace",
+        what: "HSA API calls",
+        sql: "HSA_%",
+    },
+    Capture {
+        vars: &["ROCPROF_MARKER_API_TRACE"],
+        option: "--marker-trace",
+        what: "ROCTx markers or ranges",
+        sql: "MARKER_%",
+    },
+    Capture {
+        vars: &["ROCPROF_RCCL_API_TRACE"],
+        option: "--rccl-trace",
+        what: "RCCL calls",
+        sql: "RCCL_%",
+    },
+    Capture {
+        vars: &["ROCPROF_COUNTER_COLLECTION"],
+        option: "--pmc",
+        what: "counter values",
+        sql: "SELECT count(*) FROM rocpd_pmc_event",
+    },
+];
+
+fn on(env: &EnvList, var: &str) -> bool {
+    env.get(var)
+        .is_some_and(|v| crate::options::parse_bool(v) == Ok(true))
+}
+
+fn count(conn: &rusqlite::Connection, c: &Capture) -> Option<i64> {
+    if c.sql.starts_with("SELECT") {
+        conn.query_row(c.sql, [], |r| r.get(0)).ok()
+    } else {
+        conn.query_row(BY_CATEGORY, [c.sql], |r| r.get(0)).ok()
+    }
+}
+
+/// A warning per option asked for (in `env`, the variables sent) whose kind of event is in none
+/// of the complete databases among `files`.
+pub fn empty_captures(env: &EnvList, files: &[FileReport]) -> Vec<String> {
+    let dbs: Vec<&FileReport> = files
+        .iter()
+        .filter(|f| f.problem.is_none() && f.host_path.extension().is_some_and(|e| e == "db"))
+        .collect();
+    if dbs.is_empty() {
+        return Vec::new();
+    }
+    let conns: Vec<rusqlite::Connection> = dbs
+        .iter()
+        .filter_map(|f| {
+            rusqlite::Connection::open_with_flags(
+                &f.host_path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .ok()
+        })
+        .collect();
+    let mut out = Vec::new();
+    for c in CAPTURES
+        .iter()
+        .filter(|c| c.vars.iter().any(|v| on(env, v)))
+    {
+        let counts: Vec<Option<i64>> = conns.iter().map(|conn| count(conn, c)).collect();
+        // Only a database that could be counted is evidence.
+        if counts.iter().any(Option::is_some) && counts.iter().all(|n| n.unwrap_or(0) == 0) {
+            out.push(format!(
+                "{} collected nothing: the rocpd database{} {} no {} (the target did not do that during the \
+                 window, or a filter excluded it; profile longer or while it works)",
+                c.option,
+                if dbs.len() == 1 { "" } else { "s" },
+                if dbs.len() == 1 { "holds" } else { "hold" },
+                c.what
+            ));
+        }
+    }
+    out
+}
