@@ -197,7 +197,7 @@ pub fn run_summary(c: SummaryArgs) -> ExitCode {
                 summary_json(&sections[0].summary),
             );
         } else if formats.contains(&report::Format::Console) {
-            for (i, sec) in sections.iter().enumerate() {
+            for sec in &sections {
                 if sections.len() > 1 {
                     outln!("\n=== {} ===", sec.title);
                 }
@@ -211,7 +211,6 @@ pub fn run_summary(c: SummaryArgs) -> ExitCode {
                     out!("{}", report::console(&t[..1], 60));
                 }
                 out!("{}", s.render(top, summary::terminal_width()));
-                let _ = i;
             }
         }
         Ok(())

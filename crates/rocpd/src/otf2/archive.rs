@@ -244,8 +244,6 @@ pub fn write(
         };
         let conn = src.input.connection();
         let err = |e| read_error(&src.input.path, e);
-        let p = pi as u8;
-        let _ = p;
         // API calls, ROCTx ranges and samples, per thread.
         let ev = |alias: &str| match src.table("rocpd_event") {
             Some(e) => format!("LEFT JOIN {e} E ON E.id = {alias}.event_id"),
