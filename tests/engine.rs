@@ -236,39 +236,52 @@ fn worker_threads_never_enter_a_ptrace_stop() {
     let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
     let workers = t.beats().tids;
     assert_eq!(workers.len(), 4);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let taken = std::sync::Arc::new(AtomicU64::new(0));
     let pid = t.pid;
     let sampler = {
-        let stop = stop.clone();
+        let (stop, taken) = (stop.clone(), taken.clone());
         let workers = workers.clone();
         std::thread::spawn(move || {
-            let mut samples = 0u64;
             let mut stopped = Vec::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 for &w in &workers {
                     if let Some(s) = thread_state(pid, w) {
-                        samples += 1;
+                        taken.fetch_add(1, Ordering::Relaxed);
                         if s == 't' || s == 'T' {
                             stopped.push((w, s));
                         }
                     }
                 }
             }
-            (samples, stopped)
+            stopped
         })
     };
     let mut tr = Tracee::seize(t.pid, t.listener()).unwrap();
     let mut listener_stopped_seen = false;
-    for _ in 0..200 {
+    // At least 200 injections, and as many more as it takes for the sampler to have looked at
+    // the workers more than 100 times while they ran (on a loaded machine it may not be
+    // scheduled at all during the first 200); bounded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut done = 0;
+    while done < 200 || taken.load(Ordering::Relaxed) <= 100 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sampler took {} samples in 60 s of injections",
+            taken.load(Ordering::Relaxed)
+        );
         let mut inj = Injection::begin(&mut tr, at_entry(t.pid), Timeouts::default()).unwrap();
         let a = inj.push_buffer(&cstr("abc")).unwrap();
         listener_stopped_seen |= thread_state(t.pid, t.listener()) == Some('t');
         assert_eq!(inj.call_int(probe, [a, a, 0, 0, 0, 0], CALL).unwrap(), 3003);
         inj.finish().unwrap();
+        done += 1;
     }
     tr.detach(Duration::from_secs(5)).unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (samples, stopped) = sampler.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let stopped = sampler.join().unwrap();
+    let samples = taken.load(Ordering::Relaxed);
     assert!(
         listener_stopped_seen,
         "the sampler method sees a ptrace stop on the listener"
