@@ -1,6 +1,6 @@
 //! rocpd → OTF2 archive (`<name>_results.otf2` + `.def` + event directory) through the real OTF2
 //! library (Debian's libopen-trace-format2-dev), built wherever the build finds the library
-//! (`cfg(have_otf2)`, set by src/build.rs from crates/otf2-sys/build.rs).
+//! (`cfg(have_otf2)`, set by this crate's build.rs from crates/otf2-sys/build.rs).
 
 #[cfg(have_otf2)]
 mod archive;
