@@ -87,6 +87,7 @@ impl Waiter {
             exited.push(pid);
         }
         let reason = loop {
+            // Every target gone (before the window or during it): nothing left to profile.
             if !pids.is_empty() && exited.len() == pids.len() {
                 break EndReason::TargetsExited;
             }
@@ -152,9 +153,6 @@ impl Waiter {
                 tracing::debug!("process {pid} exited (pidfd readable)");
                 events(Event::Exited { pid });
                 exited.push(pid);
-            }
-            if !pids.is_empty() && exited.len() == pids.len() {
-                break EndReason::TargetsExited;
             }
         };
         tracing::info!(

@@ -4,7 +4,7 @@
 //! without decoding the rows. Each list comes in the order a pass over the rows in id order meets
 //! its entries, and honours the source's time window and id range like the row streams.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
 use super::rows::{opt, text};
@@ -14,7 +14,7 @@ use crate::error::Result;
 
 /// Distinct keys in order of first appearance, with the id each was first met at.
 struct FirstSeen<K> {
-    seen: HashMap<K, ()>,
+    seen: HashSet<K>,
     list: Vec<(K, i64)>,
     last: Option<K>,
 }
@@ -22,7 +22,7 @@ struct FirstSeen<K> {
 impl<K: Copy + Eq + Hash> FirstSeen<K> {
     fn new() -> Self {
         FirstSeen {
-            seen: HashMap::new(),
+            seen: HashSet::new(),
             list: Vec::new(),
             last: None,
         }
@@ -34,7 +34,7 @@ impl<K: Copy + Eq + Hash> FirstSeen<K> {
             return;
         }
         self.last = Some(k);
-        if self.seen.insert(k, ()).is_none() {
+        if self.seen.insert(k) {
             self.list.push((k, id));
         }
     }
@@ -44,9 +44,9 @@ impl<K: Copy + Eq + Hash> FirstSeen<K> {
         let mut all = self.list;
         all.extend(other.list);
         all.sort_by_key(|(_, id)| *id);
-        let mut seen = HashMap::new();
+        let mut seen = HashSet::new();
         all.into_iter()
-            .filter(|(k, _)| seen.insert(*k, ()).is_none())
+            .filter(|(k, _)| seen.insert(*k))
             .map(|(k, _)| k)
             .collect()
     }
