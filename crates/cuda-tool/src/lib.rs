@@ -1,0 +1,2 @@
+//! The CUDA tool library (skeleton; being written).
+#![deny(missing_docs)]
