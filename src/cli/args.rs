@@ -76,6 +76,11 @@ pub struct Cli {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
           value_parser = parse_bool, help_heading = H_ATTACH)]
     pub attach_sync_output: Option<bool>,
+    /// Which profiler each process gets: auto (ROCm when it has the rocp-bg-attach listener, else
+    /// CUDA through CUPTI when it maps libcuda.so.1), rocm or cuda; see docs/cuda.md
+    /// [default: auto] [env: ROCPROF_ATTACH_BACKEND]
+    #[arg(long, value_name = "BACKEND", value_enum, help_heading = H_ATTACH)]
+    pub backend: Option<crate::attach::cuda::Backend>,
     /// Tool library (or colon-separated list) the target loads, as seen by the target
     /// (default: the target installation's librocprofiler-sdk-tool.so) [env: ROCPROF_ATTACH_TOOL_LIBRARY]
     #[arg(short = 't', long, value_name = "PATH[:PATH...]", help_heading = H_ATTACH)]
@@ -309,6 +314,10 @@ pub fn command() -> clap::Command {
 
 fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     let mut warnings = Vec::new();
+    if let Some(b) = cli.backend {
+        // Every preflight of this run (session, --check, --list) follows it.
+        crate::attach::preflight::backend::set_backend(b);
+    }
     let done = |action, warnings| Invocation {
         action,
         warnings,

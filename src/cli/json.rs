@@ -88,6 +88,7 @@ pub fn check_result(pid: i32, r: &Result<Report, crate::attach::Error>) -> Value
                 ToolSource::Explicit => "explicit",
                 ToolSource::TargetInstall => "target_install",
                 ToolSource::Default => "default",
+                ToolSource::Cuda => "cuda",
             },
             "libraries": r.sdk_libraries.iter().map(library).collect::<Vec<_>>(),
             "warnings": r.warnings.iter().chain(&r.tool.warnings).collect::<Vec<_>>(),

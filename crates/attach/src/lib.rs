@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod claims;
+pub mod cuda;
 pub mod envbuf;
 pub mod error;
 pub mod options;

@@ -22,6 +22,8 @@ pub enum ToolSource {
     TargetInstall,
     /// The default bare soname ([`DEFAULT_TOOL`]).
     Default,
+    /// rocprof-attach's own CUDA tool library (the CUDA backend, [`crate::cuda`]).
+    Cuda,
 }
 
 impl ToolSource {
@@ -31,6 +33,9 @@ impl ToolSource {
             ToolSource::Explicit => "given with -t / ROCPROF_ATTACH_TOOL_LIBRARY",
             ToolSource::TargetInstall => "from the target's rocprofiler-sdk installation",
             ToolSource::Default => "default, resolved by the target's dynamic loader",
+            ToolSource::Cuda => {
+                "rocprof-attach's CUDA tool, beside it or from ROCPROF_ATTACH_CUDA_TOOL"
+            }
         }
     }
 }

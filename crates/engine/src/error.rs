@@ -141,6 +141,20 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The thread chosen for a spawn was no longer parked in a blocking system call when it
+    /// stopped (it woke up between the choice and the stop): nothing was run on it.
+    #[error(
+        "thread {tid} of process {pid} was not waiting in a blocking system call when it stopped \
+         ({found}), so nothing was run on it"
+    )]
+    NotParked {
+        /// Process id.
+        pid: i32,
+        /// The thread.
+        tid: i32,
+        /// What it was doing instead.
+        found: String,
+    },
     /// This CPU architecture has no injection backend.
     #[error("attaching is not supported on {arch}: rocprof-attach currently supports x86-64 only")]
     UnsupportedArch {
@@ -171,7 +185,9 @@ impl Error {
             {
                 ExitCode::PermissionDenied
             }
-            Error::Symbol(_) | Error::UnsupportedArch { .. } => ExitCode::NotAttachable,
+            Error::Symbol(_) | Error::UnsupportedArch { .. } | Error::NotParked { .. } => {
+                ExitCode::NotAttachable
+            }
             Error::TargetDied { .. } => ExitCode::TargetExited,
             // Like the preflight's refusal of a stopped process: nothing was touched.
             Error::GroupStopped {

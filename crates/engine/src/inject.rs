@@ -277,6 +277,22 @@ impl<'t> Injection<'t> {
         Ok(addr)
     }
 
+    /// Keep a mapping made by [`Injection::mmap`] after the injection ends (it is no longer
+    /// unmapped then): the code and data of a thread started by the injection.
+    pub fn keep(&mut self, addr: u64) {
+        self.mappings.retain(|&(a, _)| a != addr);
+    }
+
+    /// Change the protection of `len` bytes at `addr` (a mapping of this injection).
+    pub fn mprotect(&mut self, addr: u64, len: u64, prot: i32) -> Result<()> {
+        self.checked_syscall(
+            "mprotect",
+            arch::SYS_MPROTECT,
+            [addr, len, prot as u64, 0, 0, 0],
+        )
+        .map(drop)
+    }
+
     /// Unmap a mapping made by [`Injection::mmap`].
     pub fn munmap(&mut self, addr: u64) -> Result<()> {
         let Some(i) = self.mappings.iter().position(|&(a, _)| a == addr) else {

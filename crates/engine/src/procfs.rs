@@ -221,6 +221,20 @@ pub fn threads_named(pid: i32, name: &str) -> Result<Vec<i32>> {
     Ok(found)
 }
 
+/// The system call thread `tid` of `pid` is blocked in (`/proc/PID/task/TID/syscall`): Some(nr)
+/// while it waits in one, None while it runs (or is between system calls). Reading it needs the
+/// same permission as ptrace.
+pub fn task_syscall(pid: i32, tid: i32) -> Result<Option<u64>> {
+    let path = proc_dir(pid).join(format!("task/{tid}/syscall"));
+    let text = std::fs::read_to_string(&path).map_err(|e| classify(pid, &path, e))?;
+    Ok(parse_syscall(&text))
+}
+
+/// The number at the start of a `/proc/PID/task/TID/syscall` line ("running" and "-1 ...": None).
+pub fn parse_syscall(text: &str) -> Option<u64> {
+    text.split_whitespace().next()?.parse::<u64>().ok()
+}
+
 /// Parsed `/proc/PID/maps`.
 pub fn maps(pid: i32) -> Result<Vec<Mapping>> {
     let path = proc_dir(pid).join("maps");

@@ -10,6 +10,7 @@ use rocprof_engine::elf::RemoteLibrary;
 use rocprof_engine::procfs::{self, Mapping};
 use std::fmt;
 
+pub mod backend;
 pub mod diagnose;
 pub mod hints;
 pub mod output;
@@ -25,6 +26,9 @@ pub const REGISTER_LIBRARY: &str = "librocprofiler-register.so";
 pub const ATTACH_SYMBOL: &str = "rocprofiler_register_attach";
 /// A function whose export makes rocprofiler-register choose start-up profiling (PyTorch case).
 pub const CONFIGURE_SYMBOL: &str = "rocprofiler_configure";
+/// The note of a CUDA process whose tool a previous session loaded.
+pub(crate) const TOOL_NOTE: &str =
+    "our CUDA tool is loaded in it already: this session talks to it, nothing is injected";
 /// What the preflight found about an attachable process.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -60,9 +64,16 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// Command line of the target, space-joined.
     pub command: String,
+    /// The profiler this process gets.
+    pub backend: crate::cuda::Backend,
+    /// Why it gets that backend (for `--check`, `--list` and `--json`).
+    pub backend_reason: &'static str,
+    /// What the CUDA preflight found (CUDA targets only; then `listener_tid` is the thread the
+    /// tool is loaded from or the tool's own thread, and `register_*` describe libcuda).
+    pub cuda: Option<crate::cuda::Facts>,
 }
 
-fn not_attachable(pid: i32, reason: impl Into<String>) -> Error {
+pub(crate) fn not_attachable(pid: i32, reason: impl Into<String>) -> Error {
     Error::NotAttachable {
         pid,
         reason: reason.into(),
@@ -80,6 +91,9 @@ pub fn check(pid: i32, tool: Option<&str>) -> Result<Report> {
 
 /// [`check`] reusing the clean tool checks of `checks`: a plan over many processes shares one.
 pub fn check_with(pid: i32, tool: Option<&str>, checks: Option<&ToolChecks>) -> Result<Report> {
+    if let Some(report) = backend::check_cuda(pid)? {
+        return Ok(report);
+    }
     let mut warnings = Vec::new();
     let f = check_process_state(pid, &mut warnings)?;
     let tool = toolpath::choose_with(pid, tool, toolpath::at_secure(), Some(&f.maps), checks)?;
@@ -101,6 +115,9 @@ pub fn check_with(pid: i32, tool: Option<&str>, checks: Option<&ToolChecks>) -> 
         tool,
         warnings,
         command: command_line(pid),
+        backend: crate::cuda::Backend::Rocm,
+        backend_reason: "it has the rocp-bg-attach listener",
+        cuda: None,
     })
 }
 
@@ -182,7 +199,7 @@ pub fn stopped_state(pid: i32) -> Option<char> {
 }
 
 /// PID sanity, ourselves, kernel thread, zombie, already traced.
-fn check_process(pid: i32) -> Result<procfs::Status> {
+pub(crate) fn check_process(pid: i32) -> Result<procfs::Status> {
     if pid <= 0 {
         return Err(Error::usage(format!(
             "invalid PID {pid}: pass the positive process id of the target"
@@ -230,7 +247,7 @@ fn is_zombie(pid: i32, status: &procfs::Status) -> Result<bool> {
 }
 
 /// Refuse when `tracer` (a TracerPid already read) is not 0.
-fn check_tracer(pid: i32, tid: Option<i32>, tracer: i32) -> Result<()> {
+pub(crate) fn check_tracer(pid: i32, tid: Option<i32>, tracer: i32) -> Result<()> {
     if tracer == 0 {
         return Ok(());
     }
@@ -377,6 +394,9 @@ pub fn describe_libraries(libs: &[SdkLibrary]) -> String {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(c) = &self.cuda {
+            return backend::describe(self, c, f);
+        }
         let source = self.tool.source.describe();
         writeln!(f, "process {} is attachable", self.pid)?;
         writeln!(f, "  command:         {}", self.command)?;

@@ -31,6 +31,11 @@ pub struct Attachment {
     pub stopped_us: u64,
     /// Microseconds the attach call ran in the target.
     pub call_us: u64,
+    /// The profiler attached.
+    pub backend: crate::cuda::Backend,
+    /// The connection to the CUDA tool (CUDA targets only): held until the detach.
+    #[serde(skip)]
+    pub cuda: Option<crate::cuda::Link>,
 }
 
 /// What [`attach()`] did.
@@ -70,16 +75,24 @@ pub fn attach(
             .into_iter()
             .filter(|p| p.report.pid == p.root || out.attached.iter().any(|a| a.pid == p.root))
             .collect();
-        let jobs: Vec<(agent::Target, Job)> = phase.iter().map(|p| attach_job(env, p)).collect();
+        let (cuda, rocm): (Vec<&Planned>, Vec<&Planned>) =
+            phase.iter().partition(|p| p.report.cuda.is_some());
+        let jobs: Vec<(agent::Target, Job)> = rocm.iter().map(|p| attach_job(env, p)).collect();
         for p in &phase {
             plan.claims.set(p.report.pid, State::Attaching);
         }
         let outcomes = injector.inject_all(&jobs, parallelism, &|_| {});
-        let results = phase
+        let mut results: std::collections::HashMap<i32, Result<Attachment>> = rocm
             .iter()
             .zip(outcomes)
-            .map(|(p, o)| attachment(p, o.map_err(Error::from)));
-        for (p, r) in phase.iter().zip(results) {
+            .map(|(p, o)| (p.report.pid, attachment(p, o.map_err(Error::from))))
+            .collect();
+        let linked = super::parallel(&cuda, parallelism, |p| cuda_attachment(p, env, injector));
+        results.extend(cuda.iter().map(|p| p.report.pid).zip(linked));
+        for p in &phase {
+            let r = results
+                .remove(&p.report.pid)
+                .expect("one result per process");
             match r {
                 Ok(a) => {
                     plan.claims.set(a.pid, State::Attached);
@@ -122,6 +135,9 @@ pub fn attach(
 
 /// Attach one planned process through `injector`.
 pub fn attach_one(env: &EnvList, injector: &dyn Injector, p: &Planned) -> Result<Attachment> {
+    if p.report.cuda.is_some() {
+        return cuda_attachment(p, env, injector);
+    }
     let (target, job) = attach_job(env, p);
     attachment(p, injector.inject(&target, &job).map_err(Error::from))
 }
@@ -178,6 +194,38 @@ fn attachment(p: &Planned, outcome: Result<Outcome>) -> Result<Attachment> {
         attach_us: outcome.total_us,
         stopped_us: outcome.stopped_us,
         call_us: outcome.call_us,
+        backend: crate::cuda::Backend::Rocm,
+        cuda: None,
+    })
+}
+
+/// Attach CUDA process `p`: load the tool (or reuse it) and start tracing.
+fn cuda_attachment(p: &Planned, env: &EnvList, injector: &dyn Injector) -> Result<Attachment> {
+    let started = std::time::Instant::now();
+    let (link, spawn) = crate::cuda::attach(p, env, injector)?;
+    if let Some(o) = &spawn {
+        log_outcome(p.report.pid, "spawn", o);
+    }
+    tracing::debug!(
+        "process {}: CUDA tracing of {} started with {} (CUPTI version {}, enabling took {} µs)",
+        p.report.pid,
+        link.started.kinds.join(", "),
+        link.started.cupti,
+        link.started.cupti_version,
+        link.started.enable_us
+    );
+    Ok(Attachment {
+        pid: p.report.pid,
+        root: p.root,
+        listener_tid: p.report.listener_tid,
+        site: p.report.entry,
+        detach_function: 0,
+        tool: p.report.tool.string.clone(),
+        attach_us: started.elapsed().as_micros() as u64,
+        stopped_us: spawn.as_ref().map_or(0, |o| o.stopped_us),
+        call_us: spawn.as_ref().map_or(0, |o| o.call_us),
+        backend: crate::cuda::Backend::Cuda,
+        cuda: Some(link),
     })
 }
 

@@ -228,7 +228,15 @@ pub fn detach_with(
     // there (rarely, everything is looked up again). A stopped process cannot run the detach call
     // and is waited for (bounded), on its own thread; every other detach goes out at once, at
     // most `parallelism` at a time.
-    let prepared: Vec<Prepared> = attached.iter().map(prepare).collect();
+    let prepared: Vec<Prepared> = attached
+        .iter()
+        .map(|a| match a.cuda {
+            Some(_) => Prepared::Cuda,
+            None => prepare(a),
+        })
+        .collect();
+    let cuda: Vec<&Attachment> = attached.iter().filter(|a| a.cuda.is_some()).collect();
+    let mut unlinked = parallel(&cuda, parallelism, |a| cuda_detached(a, ctl, events)).into_iter();
     let jobs: Vec<(agent::Target, Job)> = prepared
         .iter()
         .filter_map(|p| match p {
@@ -249,6 +257,7 @@ pub fn detach_with(
             },
             Prepared::Stopped => None,
             Prepared::Failed(e) => Some(Err(e)),
+            Prepared::Cuda => Some(unlinked.next().expect("one result per CUDA process")),
         })
         .collect();
     let stopped: Vec<&Attachment> = attached
@@ -307,6 +316,8 @@ fn gone(pid: i32) -> impl Fn(rocprof_engine::Error) -> Error + Copy {
 /// A process ready for its detach injection, one to wait for first, or one that failed already.
 enum Prepared {
     Ready(agent::Target),
+    /// A CUDA process: its tool is told over the socket, nothing is injected.
+    Cuda,
     Stopped,
     Failed(Error),
 }
@@ -356,6 +367,39 @@ fn as_detach_failure(pid: i32, e: Error) -> Error {
             reason: e.to_string(),
         },
     }
+}
+
+/// Detach a CUDA process: wait (bounded) while it is stopped, since its tool's thread cannot
+/// answer then, and have the tool stop tracing and write its database.
+fn cuda_detached(a: &Attachment, ctl: &DetachControl, events: Events) -> Result<Detached> {
+    let link = a.cuda.as_ref().expect("a CUDA attachment");
+    let started = Instant::now();
+    wait_running(a.pid, ctl, events, &mut StoppedWait::new(ctl), None)?;
+    ctl.set_handed(a.pid);
+    let finished = crate::cuda::detach(a.pid, link).map_err(|e| match e {
+        Error::DetachFailed { .. } if !procfs::proc_dir(a.pid).exists() => {
+            Error::TargetExited { pid: a.pid }
+        }
+        e => e,
+    })?;
+    tracing::debug!(
+        "process {}: the CUDA tool wrote {} ({} kernels, {} copies, {} API calls, {} allocations, {} dropped; \
+         flush {} µs, write {} µs)",
+        a.pid,
+        finished.db,
+        finished.kernels,
+        finished.copies,
+        finished.api,
+        finished.allocations,
+        finished.dropped,
+        finished.flush_us,
+        finished.write_us
+    );
+    Ok(Detached {
+        pid: a.pid,
+        detach_us: started.elapsed().as_micros() as u64,
+        stopped_us: 0,
+    })
 }
 
 /// The detach target as the attach found it.
@@ -410,6 +454,8 @@ pub fn lookup(pid: i32) -> Result<Attachment> {
         attach_us: 0,
         stopped_us: 0,
         call_us: 0,
+        backend: crate::cuda::Backend::Rocm,
+        cuda: None,
     })
 }
 

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 pub mod exec;
 pub mod server;
+pub mod spawn;
 
 /// Addresses and parameters of one injection, resolved by the front end from `/proc` and ELF.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,6 +57,10 @@ pub enum Job {
     },
     /// `rocprofiler_register_detach()`.
     Detach,
+    /// `pthread_create` of a thread that loads a tool library (the CUDA backend: [`spawn`]);
+    /// [`Target::function`] is `pthread_create` and [`Target::tid`] a thread parked in a
+    /// blocking system call.
+    Spawn(spawn::Spawn),
 }
 
 /// Bytes as one hex string in the JSON sent to an agent: a third of the size of serde's array
@@ -98,6 +103,7 @@ impl Job {
         match self {
             Job::Attach { .. } => "attach",
             Job::Detach => "detach",
+            Job::Spawn(_) => "spawn",
         }
     }
 }
@@ -125,6 +131,10 @@ pub struct Outcome {
     /// Every step of the sequence with its duration, in order (for `-vv` and benchmarks).
     #[serde(default)]
     pub steps: Vec<StepTime>,
+    /// A [`Job::Spawn`] that started its thread: the address of its block in the target
+    /// ([`spawn::read_block`]).
+    #[serde(default)]
+    pub spawn_block: Option<u64>,
 }
 
 impl Outcome {
@@ -341,7 +351,7 @@ fn execute(
         Err(e) => return (outcome, Err(e)),
     };
     record(&mut outcome.steps, Phase::Seize, started);
-    let attach = matches!(job, Job::Attach { .. });
+    let attach = !matches!(job, Job::Detach);
     faults::point(if attach { Step::Seize } else { Step::Reseize });
     let mut pending_error = None;
     let result = sequence(&mut tracee, target, job, timeouts, &mut outcome, |o, e| {
@@ -395,6 +405,25 @@ fn sequence(
     out: &mut Outcome,
     mut on_pending: impl FnMut(&Outcome, &Error),
 ) -> Result<()> {
+    if let Job::Spawn(spawn) = job {
+        let mut inj = Injection::begin(tracee, t.site, to.engine)?;
+        let status = spawn::run(&mut inj, t, spawn, to.attach, out);
+        return match status {
+            Ok(s) => {
+                out.status = Some(s);
+                out.steps.extend(inj.finish_stopped()?);
+                Ok(())
+            }
+            Err(e) if inj.is_pending() => {
+                out.pending_agent = Some(std::process::id() as i32);
+                on_pending(out, &e);
+                inj.wait_for_pending_call()?;
+                out.steps.extend(inj.finish_stopped()?);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+    }
     // The buffers are built before the thread is stopped.
     let (data, tool_offset) = match job {
         Job::Attach { env, tool } => {
@@ -405,7 +434,7 @@ fn sequence(
             data.push(0);
             (Some(data), env.len() as u64)
         }
-        Job::Detach => (None, 0),
+        Job::Detach | Job::Spawn(_) => (None, 0),
     };
     let mut inj = Injection::begin(tracee, t.site, to.engine)?;
     let called = place_and_call(&mut inj, t, data.as_deref(), tool_offset, to, out);
@@ -525,6 +554,7 @@ fn send(reply: &mut Reply, outcome: Outcome, err: Option<&Error>) {
             } => "stopped",
             Error::GroupStopped { .. } => "stopped-running",
             Error::PtracePermission { .. } => "permission",
+            Error::NotParked { .. } => "not-parked",
             _ => "other",
         }
         .to_string(),
@@ -533,6 +563,7 @@ fn send(reply: &mut Reply, outcome: Outcome, err: Option<&Error>) {
             Error::ProcessGone { .. } => "an injection sequence".into(),
             Error::Timeout { what, .. } => what.clone(),
             Error::PtracePermission { what, .. } => what.clone(),
+            Error::NotParked { found, .. } => found.clone(),
             other => other.to_string(),
         },
         after_ms: match e {
@@ -595,6 +626,11 @@ fn rebuild_error(t: &Target, e: WireError) -> Error {
         "permission" => Error::PtracePermission {
             pid: t.pid,
             what: e.message,
+        },
+        "not-parked" => Error::NotParked {
+            pid: t.pid,
+            tid: t.tid,
+            found: e.message,
         },
         _ => Error::Agent {
             pid: t.pid,

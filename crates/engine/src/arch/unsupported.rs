@@ -22,6 +22,8 @@ pub const CALL_TRAP: u64 = 0;
 pub const SYS_MMAP: u64 = libc::SYS_mmap as u64;
 /// `munmap` syscall number.
 pub const SYS_MUNMAP: u64 = libc::SYS_munmap as u64;
+/// `mprotect` syscall number.
+pub const SYS_MPROTECT: u64 = libc::SYS_mprotect as u64;
 /// `rt_sigaction` syscall number.
 pub const SYS_RT_SIGACTION: u64 = libc::SYS_rt_sigaction as u64;
 /// Size of the kernel's `struct sigaction`.
@@ -83,4 +85,12 @@ pub fn return_value(_regs: &Regs) -> u64 {
 /// Never called (see [`ensure_supported`]).
 pub fn int_result(_regs: &Regs) -> i32 {
     0
+}
+
+/// No spawn trampoline on this architecture.
+pub const SPAWN_TRAMPOLINE: [u8; 0] = [];
+
+/// Never known here.
+pub fn interrupted_syscall(_saved: &Regs) -> Option<u64> {
+    None
 }

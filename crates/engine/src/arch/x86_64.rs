@@ -24,6 +24,8 @@ pub const CALL_TRAP: u64 = 6;
 pub const SYS_MMAP: u64 = libc::SYS_mmap as u64;
 /// `munmap` syscall number.
 pub const SYS_MUNMAP: u64 = libc::SYS_munmap as u64;
+/// `mprotect` syscall number.
+pub const SYS_MPROTECT: u64 = libc::SYS_mprotect as u64;
 /// `rt_sigaction` syscall number.
 pub const SYS_RT_SIGACTION: u64 = libc::SYS_rt_sigaction as u64;
 /// Size of the kernel's `struct sigaction` on this architecture (handler, flags, restorer, mask).
@@ -146,4 +148,33 @@ pub fn return_value(regs: &Regs) -> u64 {
 /// Return value of a function returning C `int`: the low 32 bits, sign-extended.
 pub fn int_result(regs: &Regs) -> i32 {
     regs.rax as u32 as i32
+}
+
+/// Start routine of a thread made by an injected `pthread_create` (the CUDA backend, see
+/// [`crate::agent::spawn`]). Its one argument is the spawn block ([`crate::agent::spawn::Block`]):
+///
+/// ```text
+/// push rbx; mov rbx, rdi                  ; the block (the push aligns the stack for the calls)
+/// rax = block.dlopen(block.tool, RTLD_NOW); if 0: block.state = 1, goto error
+/// rax = block.dlsym(rax, block.symbol)    ; if 0: block.state = 2, goto error
+/// block.state = 3; block.result = rax(block.payload); block.state = 4; return 0
+/// error: block.error = block.dlerror(); return 0
+/// ```
+///
+/// Position-independent; only the block is written (it lies in its own read-write page).
+pub const SPAWN_TRAMPOLINE: [u8; 94] = [
+    0x53, 0x48, 0x89, 0xfb, 0x48, 0x8b, 0x7b, 0x18, 0xbe, 0x02, 0x00, 0x00, 0x00, 0xff, 0x13, 0x48,
+    0x85, 0xc0, 0x74, 0x2d, 0x48, 0x89, 0xc7, 0x48, 0x8b, 0x73, 0x20, 0xff, 0x53, 0x08, 0x48, 0x85,
+    0xc0, 0x74, 0x28, 0x48, 0xc7, 0x43, 0x30, 0x03, 0x00, 0x00, 0x00, 0x48, 0x8b, 0x7b, 0x28, 0xff,
+    0xd0, 0x48, 0x89, 0x43, 0x48, 0x48, 0xc7, 0x43, 0x30, 0x04, 0x00, 0x00, 0x00, 0x31, 0xc0, 0x5b,
+    0xc3, 0x48, 0xc7, 0x43, 0x30, 0x01, 0x00, 0x00, 0x00, 0xeb, 0x08, 0x48, 0xc7, 0x43, 0x30, 0x02,
+    0x00, 0x00, 0x00, 0xff, 0x53, 0x10, 0x48, 0x89, 0x43, 0x38, 0x31, 0xc0, 0x5b, 0xc3,
+];
+
+/// The syscall a thread was in when it was stopped (`orig_rax`), if it was blocked in one that
+/// the kernel will restart or report as interrupted; None when it was running user code.
+pub fn interrupted_syscall(saved: &Regs) -> Option<u64> {
+    let rax = saved.rax as i64;
+    let restarting = matches!(-rax, 4 | 512 | 513 | 514 | 516);
+    ((saved.orig_rax as i64) >= 0 && restarting).then_some(saved.orig_rax)
 }

@@ -1,0 +1,348 @@
+//! One CUDA session with one process: [`attach`] loads the tool (or finds it loaded) and has it
+//! start tracing; [`detach`] has it stop and write the rocpd database.
+//!
+//! The connection is held for the whole window. If the front end dies, the tool sees the
+//! connection close and detaches by itself (flushes, disables every activity kind, writes the
+//! database): nothing stays enabled and nothing is lost.
+
+use super::channel::{self, Listener};
+use super::preflight::PARKED_IN;
+use super::{Facts, START_SYMBOL};
+use crate::envbuf::EnvList;
+use crate::error::{Error, Result};
+use crate::session::{Injector, Planned};
+use rocprof_engine::agent::{self, spawn, Job};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long the tool may take to load and connect after the spawn.
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long the tool may take to load CUPTI and enable the activity kinds.
+pub const ENABLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the tool may take to flush and write its database.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// rocprofv3 options CUDA has no equivalent for: the variable and the option named in the error.
+const UNSUPPORTED: [(&str, &str); 8] = [
+    ("ROCPROF_COUNTERS", "--pmc"),
+    ("ROCPROF_ADVANCED_THREAD_TRACE", "--advanced-thread-trace"),
+    ("ROCPROF_PC_SAMPLING_BETA_ENABLED", "--pc-sampling"),
+    ("ROCPROF_SCRATCH_MEMORY_TRACE", "--scratch-memory-trace"),
+    ("ROCPROF_RCCL_API_TRACE", "--rccl-trace"),
+    ("ROCPROF_ROCDECODE_API_TRACE", "--rocdecode-trace"),
+    ("ROCPROF_ROCJPEG_API_TRACE", "--rocjpeg-trace"),
+    ("ROCPROF_KOKKOS_TRACE", "--kokkos-trace"),
+];
+
+/// An attached CUDA process: the open connection to its tool.
+#[derive(Clone)]
+pub struct Link {
+    conn: Arc<OwnedFd>,
+    /// The database the tool writes at detach.
+    pub db: PathBuf,
+    /// What the tool said when it started tracing.
+    pub started: Started,
+    /// True when this session loaded the tool (false: reused).
+    pub loaded_now: bool,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("db", &self.db)
+            .field("started", &self.started)
+            .finish()
+    }
+}
+
+/// The tool's reply to `attach`.
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+pub struct Started {
+    /// The libcupti it uses.
+    pub cupti: String,
+    /// CUPTI's API version.
+    pub cupti_version: i64,
+    /// The driver's CUDA version (13000 for 13.0).
+    pub driver_version: i64,
+    /// The activity kinds enabled.
+    pub kinds: Vec<String>,
+    /// Microseconds enabling took.
+    pub enable_us: u64,
+    /// Things the user should know (e.g. NVTX needs injection at launch).
+    pub notes: Vec<String>,
+}
+
+/// The tool's reply to `detach`.
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+pub struct Finished {
+    /// The database written.
+    pub db: String,
+    /// Kernel records.
+    pub kernels: u64,
+    /// Copy and memset records.
+    pub copies: u64,
+    /// API records.
+    pub api: u64,
+    /// Allocation records.
+    pub allocations: u64,
+    /// Records CUPTI dropped (no buffer was free).
+    pub dropped: u64,
+    /// Microseconds the final flush took.
+    pub flush_us: u64,
+    /// Microseconds writing the database took.
+    pub write_us: u64,
+}
+
+/// Refuse what CUDA cannot do, naming the option.
+fn refuse_unsupported(pid: i32, env: &EnvList) -> Result<()> {
+    for (var, option) in UNSUPPORTED {
+        let on = env.get(var).is_some_and(|v| {
+            !v.trim().is_empty() && !matches!(v.trim(), "0" | "false" | "no" | "off")
+        });
+        if on {
+            return Err(Error::NotAttachable {
+                pid,
+                reason: format!(
+                    "{option} is not available for CUDA processes (it is a ROCm feature; CUDA targets support \
+                     --kernel-trace, --memory-copy-trace, --memory-allocation-trace, --runtime-trace, --hip-trace, \
+                     --marker-trace and --sys-trace). Fix: drop {option}"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The database path for process `p`: `<dir>/<file>_results.db` with the template expanded, with
+/// `_<n>` added when an earlier session wrote that name.
+fn database_path(p: &Planned, env: &EnvList) -> PathBuf {
+    let pid = p.report.pid;
+    let dir = env.get("ROCPROF_OUTPUT_PATH").unwrap_or(".");
+    let file = env
+        .get("ROCPROF_OUTPUT_FILE_NAME")
+        .filter(|f| !f.is_empty())
+        .unwrap_or(crate::options::DEFAULT_OUTPUT_FILE);
+    let prefix = crate::outputs::expected_prefix_with(
+        pid,
+        std::path::Path::new(dir),
+        file,
+        p.report.environ.as_deref(),
+        Some(p.report.own_pid),
+    )
+    .unwrap_or_else(|| format!("{dir}/{pid}"));
+    let first = PathBuf::from(format!("{prefix}_results.db"));
+    let inside = |path: &PathBuf| {
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        root.join(path.strip_prefix("/").unwrap_or(path))
+    };
+    if !inside(&first).exists() {
+        return first;
+    }
+    (1..)
+        .map(|n| PathBuf::from(format!("{prefix}_{n}_results.db")))
+        .find(|p| !inside(p).exists())
+        .expect("some name is free")
+}
+
+/// The `attach` message: the options as rocprofv3's variables, and ours.
+fn attach_message(env: &EnvList, db: &std::path::Path) -> String {
+    let mut text = String::from("attach\n");
+    for (k, v) in env.forwarded() {
+        if k.starts_with("ROCPROF_") && !v.contains('\n') {
+            text.push_str(&format!("{k}={v}\n"));
+        }
+    }
+    let hip = env
+        .get("ROCPROF_HIP_COMPILER_API_TRACE")
+        .is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"));
+    if hip {
+        text.push_str("ROCPROF_ATTACH_CUDA_DRIVER_API=1\n");
+    }
+    if let Ok(cupti) = std::env::var("ROCPROF_ATTACH_CUPTI") {
+        text.push_str(&format!("ROCPROF_ATTACH_CUPTI={cupti}\n"));
+    }
+    text.push_str(&format!("ROCPROF_ATTACH_DB={}\n", db.display()));
+    text
+}
+
+/// What a tool reply says: `ok <json>` or `error <code> <message>`.
+fn parse_reply<T: serde::de::DeserializeOwned>(reply: &str) -> std::result::Result<T, String> {
+    let reply = reply.trim_end();
+    if let Some(json) = reply.strip_prefix("ok") {
+        return serde_json::from_str(json.trim())
+            .map_err(|e| format!("the CUDA tool's reply could not be read ({e}): {json}"));
+    }
+    let rest = reply.strip_prefix("error").unwrap_or(reply).trim();
+    let message = rest.split_once(' ').map_or(rest, |(_, m)| m);
+    Err(message.to_string())
+}
+
+/// Load the tool into `p` (or reuse it) and start tracing. Returns the link and the spawn's
+/// outcome (None when the tool was loaded already).
+pub fn attach(
+    p: &Planned,
+    env: &EnvList,
+    injector: &dyn Injector,
+) -> Result<(Link, Option<agent::Outcome>)> {
+    let pid = p.report.pid;
+    let facts = p.report.cuda.as_ref().ok_or_else(|| Error::NotAttachable {
+        pid,
+        reason: "internal: not a CUDA target".into(),
+    })?;
+    refuse_unsupported(pid, env)?;
+    let db = database_path(p, env);
+    let (conn, outcome) = match facts.loaded {
+        Some(_) => (channel::connect_tool(pid, p.report.own_pid)?, None),
+        None => {
+            let (conn, o) = load(p, facts, injector)?;
+            (conn, Some(o))
+        }
+    };
+    channel::send_message(&conn, &attach_message(env, &db))?;
+    let reply = channel::receive(&conn, ENABLE_TIMEOUT)?.ok_or_else(|| Error::NotAttachable {
+        pid,
+        reason: format!(
+            "our CUDA tool did not start tracing within {} s (loading CUPTI hangs?)",
+            ENABLE_TIMEOUT.as_secs()
+        ),
+    })?;
+    let started: Started =
+        parse_reply(&reply).map_err(|reason| Error::NotAttachable { pid, reason })?;
+    let link = Link {
+        conn: Arc::new(conn),
+        db,
+        started,
+        loaded_now: outcome.is_some(),
+    };
+    Ok((link, outcome))
+}
+
+/// Load the tool: the spawn on a parked thread (the next one when a thread woke up before it
+/// stopped), then the tool's connection.
+fn load(p: &Planned, facts: &Facts, injector: &dyn Injector) -> Result<(OwnedFd, agent::Outcome)> {
+    let pid = p.report.pid;
+    let functions = facts.functions.ok_or_else(|| Error::NotAttachable {
+        pid,
+        reason: "internal: no functions for the spawn".into(),
+    })?;
+    let listener = Listener::new(pid)?;
+    let job = Job::Spawn(spawn::Spawn {
+        dlopen: functions.dlopen,
+        dlsym: functions.dlsym,
+        dlerror: functions.dlerror,
+        tool: facts.tool.display().to_string(),
+        symbol: START_SYMBOL.into(),
+        payload: format!("version=1\nsocket={}\n", listener.name),
+        parked_in: PARKED_IN.iter().map(|(n, _)| *n).collect(),
+    });
+    let mut last = None;
+    let mut spawned = None;
+    for parked in facts.parked.iter().take(4) {
+        let target = agent::Target {
+            pid,
+            tid: parked.tid,
+            site: p.report.entry,
+            function: functions.pthread_create,
+        };
+        match injector.inject(&target, &job) {
+            Err(e @ rocprof_engine::Error::NotParked { .. }) => last = Some(e.into()),
+            Err(e) => return Err(e.into()),
+            Ok(o) if o.status == Some(0) => {
+                spawned = Some(o);
+                break;
+            }
+            Ok(o) => {
+                return Err(Error::NotAttachable {
+                    pid,
+                    reason: format!(
+                        "pthread_create in the target returned {} (out of threads or memory?); nothing was \
+                         loaded",
+                        o.status.map_or("nothing".into(), |s| s.to_string())
+                    ),
+                })
+            }
+        }
+    }
+    let Some(outcome) = spawned else {
+        return Err(last.unwrap_or(Error::NotAttachable {
+            pid,
+            reason: "no parked thread left to load the tool from".into(),
+        }));
+    };
+    let started = Instant::now();
+    if let Some(conn) = listener.accept_from(pid, START_TIMEOUT)? {
+        tracing::debug!(
+            "process {pid}: the CUDA tool connected {} ms after the spawn",
+            started.elapsed().as_millis()
+        );
+        return Ok((conn, outcome));
+    }
+    let why = match outcome.spawn_block.map(|b| spawn::read_block(pid, b)) {
+        Some(Ok(spawn::Block::OpenFailed(m))) => format!("the process could not load it: {m}"),
+        Some(Ok(spawn::Block::SymbolMissing(m))) => {
+            format!("it has no {START_SYMBOL} (not our tool library?): {m}")
+        }
+        Some(Ok(spawn::Block::Returned(1))) => {
+            "an instance of the tool is loaded already but its thread is gone".into()
+        }
+        Some(Ok(spawn::Block::Returned(r))) => format!("its start function returned {r}"),
+        Some(Ok(spawn::Block::Starting)) => "its thread had not got past dlopen".into(),
+        Some(Ok(spawn::Block::Running)) => "it runs but did not connect".into(),
+        Some(Err(e)) => format!("its state could not be read: {e}"),
+        None => "no state".into(),
+    };
+    Err(Error::NotAttachable {
+        pid,
+        reason: format!(
+            "our CUDA tool {} did not connect within {} s: {why}",
+            facts.tool.display(),
+            START_TIMEOUT.as_secs()
+        ),
+    })
+}
+
+/// Have the tool stop tracing and write its database.
+pub fn detach(pid: i32, link: &Link) -> Result<Finished> {
+    let failed = |reason: String| Error::DetachFailed { pid, reason };
+    channel::send_message(&link.conn, "detach\n").map_err(|e| failed(e.to_string()))?;
+    let reply = channel::receive(&link.conn, WRITE_TIMEOUT)
+        .map_err(|e| failed(e.to_string()))?
+        .ok_or_else(|| {
+            failed(format!(
+                "our CUDA tool did not finish writing {} within {} s",
+                link.db.display(),
+                WRITE_TIMEOUT.as_secs()
+            ))
+        })?;
+    parse_reply(&reply).map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_as_the_tool_writes_them() {
+        let s: Started =
+            parse_reply("ok {\"cupti\":\"/x/libcupti.so.13\",\"kinds\":[\"kernel\"]}").expect("ok");
+        assert_eq!(s.kinds, ["kernel"]);
+        let e =
+            parse_reply::<Started>("error cupti-held another profiler holds CUPTI").unwrap_err();
+        assert_eq!(e, "another profiler holds CUPTI");
+    }
+
+    #[test]
+    fn what_cuda_cannot_do_is_refused_by_name() {
+        let mut env = EnvList::default();
+        env.set("ROCPROF_COUNTERS", "SQ_WAVES");
+        let e = refuse_unsupported(1, &env).unwrap_err().to_string();
+        assert!(e.contains("--pmc"), "{e}");
+        let mut env = EnvList::default();
+        env.set("ROCPROF_SCRATCH_MEMORY_TRACE", "0");
+        assert!(refuse_unsupported(1, &env).is_ok());
+    }
+}
