@@ -218,9 +218,10 @@ pub fn run_list(selection: &TargetSelection, ui: &Ui, verbose: bool, as_json: bo
 /// only when this caller can attach the process (the tool aside: `--check` adds it); -v prints the
 /// full reason under a row that says no.
 fn print_list(entries: &[ListEntry], unreadable: &[(i32, String)], verbose: bool) {
-    let mut rows: Vec<[String; 6]> = vec![[
+    let mut rows: Vec<[String; 7]> = vec![[
         "PID".into(),
         "STATE".into(),
+        "BACKEND".into(),
         "ATTACH".into(),
         "JOB".into(),
         "ROCPROFILER LIBRARIES".into(),
@@ -230,6 +231,7 @@ fn print_list(entries: &[ListEntry], unreadable: &[(i32, String)], verbose: bool
         rows.push([
             e.pid.to_string(),
             e.state.to_string(),
+            e.backend.0.name().to_string(),
             e.refusal
                 .as_ref()
                 .map_or("yes".to_string(), |r| format!("no: {}", r.short)),
@@ -245,13 +247,14 @@ fn print_list(entries: &[ListEntry], unreadable: &[(i32, String)], verbose: bool
                 pid.to_string(),
                 "?".into(),
                 "?".into(),
+                "?".into(),
                 "-".into(),
                 "-".into(),
                 cannot,
             ]);
         }
     }
-    let mut width = [0usize; 5];
+    let mut width = [0usize; 6];
     for r in &rows {
         for (w, cell) in width.iter_mut().zip(r) {
             *w = (*w).max(cell.chars().count());
@@ -262,7 +265,7 @@ fn print_list(entries: &[ListEntry], unreadable: &[(i32, String)], verbose: bool
         for (w, cell) in width.iter().zip(r) {
             line.push_str(&format!("{cell:<w$}  "));
         }
-        line.push_str(&r[5]);
+        line.push_str(&r[6]);
         outln!("{line}");
         let refusal = i
             .checked_sub(1)

@@ -80,6 +80,10 @@ pub struct ListEntry {
     pub state: char,
     /// Why this caller cannot attach it (tool aside: `--check` adds the tool), or None.
     pub refusal: Option<Refusal>,
+    /// Maps the CUDA driver (`libcuda.so.1`).
+    pub cuda: bool,
+    /// The profiler it gets, and why ([`crate::cuda::decide`]).
+    pub backend: (crate::cuda::Backend, &'static str),
 }
 
 /// Why `--list` says a process cannot be attached.
@@ -91,14 +95,19 @@ pub struct Refusal {
     pub reason: String,
 }
 
-fn refusal(pid: i32, status: Option<&procfs::Status>, listener: bool) -> Option<Refusal> {
+fn refusal(pid: i32, status: Option<&procfs::Status>, e: &ListEntry) -> Option<Refusal> {
+    let listener = e.listener;
     if let Some(reason) = crate::preflight::ptrace_refusal(pid) {
         return Some(Refusal {
             short: "permission",
             reason,
         });
     }
-    let e = crate::preflight::check_attachable(pid).err()?;
+    let e = if e.backend.0 == crate::cuda::Backend::Cuda {
+        crate::preflight::check(pid, None).err()?
+    } else {
+        crate::preflight::check_attachable(pid).err()?
+    };
     let short = match e.exit_code() {
         rocprof_exit::ExitCode::PermissionDenied => "permission",
         rocprof_exit::ExitCode::NoSuchProcess => "exited",
@@ -130,7 +139,7 @@ pub fn select(selection: &TargetSelection) -> Result<Selection> {
     let all = matches!(selection, TargetSelection::All);
     let pids = entries
         .into_iter()
-        .filter(|e| e.listener || !all)
+        .filter(|e| e.listener || e.backend.0 == crate::cuda::Backend::Cuda || !all)
         .map(|e| e.pid)
         .collect();
     Ok(Selection { pids, unreadable })
@@ -174,12 +183,12 @@ fn explicit_pids(pids: &[i32]) -> Result<Vec<i32>> {
 /// Build a list row; maps unreadable leaves `libraries` empty (listener comes from comm).
 fn entry(pid: i32) -> Result<ListEntry> {
     let listener = !procfs::threads_named(pid, LISTENER_COMM)?.is_empty();
-    let libraries = match procfs::maps(pid) {
-        Ok(m) => toolpath::sdk_libraries(&m),
+    let maps = match procfs::maps(pid) {
+        Ok(m) => m,
         Err(engine::Error::ProcessGone { pid }) => return Err(Error::ProcessGone { pid }),
         Err(_) => Vec::new(),
     };
-    Ok(row(pid, listener, libraries))
+    Ok(row(pid, listener, &maps))
 }
 
 /// Whether a user process is in the selection (errors: its cmdline/environ cannot be read).
@@ -231,26 +240,34 @@ fn scan(selection: &TargetSelection) -> Result<Listing> {
     })
 }
 
-/// A list row when the process uses ROCm (listener, or librocprofiler-register mapped).
+/// A list row when the process uses ROCm (listener, or librocprofiler-register mapped) or CUDA
+/// (libcuda.so.1 mapped).
 fn rocm_entry(pid: i32) -> Result<Option<ListEntry>> {
     let listener = !procfs::threads_named(pid, LISTENER_COMM)?.is_empty();
-    let libraries = match procfs::maps(pid) {
-        Ok(m) => toolpath::sdk_libraries(&m),
+    let maps = match procfs::maps(pid) {
+        Ok(m) => m,
         Err(e) if !listener => return Err(e.into()),
         Err(_) => Vec::new(),
     };
-    if !listener && !has_kind(&libraries, SdkKind::Register) {
+    let e = row(pid, listener, &maps);
+    if !listener && !has_kind(&e.libraries, SdkKind::Register) && !e.cuda {
         return Ok(None);
     }
-    Ok(Some(row(pid, listener, libraries)))
+    Ok(Some(e))
 }
 
 /// A row without its verdict ([`list`] adds it; a session's own preflight decides instead).
-fn row(pid: i32, listener: bool, libraries: Vec<SdkLibrary>) -> ListEntry {
+fn row(pid: i32, listener: bool, maps: &[procfs::Mapping]) -> ListEntry {
+    let cuda = maps
+        .iter()
+        .any(|m| m.path.as_deref().is_some_and(crate::cuda::is_driver_path));
+    let asked = crate::preflight::backend::asked_backend();
     ListEntry {
         pid,
         listener,
-        libraries,
+        libraries: toolpath::sdk_libraries(maps),
+        cuda,
+        backend: crate::cuda::decide(asked, listener, cuda),
         command: command_line(pid),
         job: job_id(pid),
         state: procfs::status(pid).map_or('?', |s| s.state),
@@ -265,7 +282,7 @@ fn with_verdicts(mut listing: Listing) -> Listing {
         if let Some(s) = &status {
             e.state = s.state;
         }
-        e.refusal = refusal(e.pid, status.as_ref(), e.listener);
+        e.refusal = refusal(e.pid, status.as_ref(), e);
     }
     listing
 }
