@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The CUDA backend's proof on a GPU machine without a Rust toolchain (docs/cuda.md, "Measured").
+#
+#   examples/cuda_kit.sh prepare KIT     # here: release rocprof-attach, the CUDA tool library,
+#                                        # the training loop and the proof driver
+#   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
+#                                        # cycles million (default: all but transformer)
+#
+# Results go to $OUT (default /tmp/out)/cuda_proof.md.
+set -u
+cmd=${1:-}; K=${2:-}
+[ -n "$cmd" ] && [ -n "$K" ] || { sed -n 2,9p "$0"; exit 2; }
+case "$cmd" in
+prepare)
+  set -e
+  R=$(cd "$(dirname "$0")/.." && pwd)
+  mkdir -p "$K"
+  (cd "$R" && ROCPROF_ATTACH_OTF2=${ROCPROF_ATTACH_OTF2:-off} cargo build --release --bin rocprof-attach -p rocprof-cuda-tool)
+  cp "$R/target/release/rocprof-attach" "$R/target/release/librocprof_cuda_tool.so" "$K/"
+  cp "$R/examples/cuda/train.py" "$R/examples/cuda/proof.py" "$R/examples/cuda_kit.sh" "$K/"
+  du -sh "$K"
+  ;;
+run)
+  shift 2
+  K=$(cd "$K" && pwd)
+  export OUT=${OUT:-/tmp/out} PYTHONUNBUFFERED=1
+  mkdir -p "$OUT"
+  cd /tmp && python3 "$K/proof.py" "$@"
+  ;;
+*) sed -n 2,9p "$0"; exit 2 ;;
+esac
