@@ -1,0 +1,297 @@
+//! The CUPTI [`Backend`]: attach enables activity kinds, detach flushes, disables and writes
+//! the database.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::activity::{self, BUFFER_BYTES, CUPTI};
+use crate::cuda::{self, CudaInfo};
+use crate::cupti::{self, Cupti};
+use crate::db::{self, SessionInfo};
+use crate::protocol::{AttachRequest, Code, Plan, ToolError};
+use crate::records::{
+    KIND_CONCURRENT_KERNEL, KIND_DRIVER, KIND_MARKER, KIND_MEMCPY, KIND_MEMORY2, KIND_MEMSET,
+    KIND_RUNTIME,
+};
+use crate::server::Backend;
+
+/// `clock_gettime(CLOCK_BOOTTIME)` in ns.
+pub fn boottime_ns() -> i64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid timespec pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut t) };
+    t.tv_sec * 1_000_000_000 + t.tv_nsec
+}
+
+/// `CLOCK_BOOTTIME - clock()` from the tightest-bracketed of 5 samples, with the bracket width.
+pub fn clock_offset(clock: &dyn Fn() -> Option<u64>) -> Option<(i64, i64)> {
+    let mut best: Option<(i64, i64)> = None;
+    for _ in 0..5 {
+        let a = boottime_ns();
+        let c = clock()? as i64;
+        let b = boottime_ns();
+        let width = b - a;
+        if best.is_none_or(|(_, w)| width < w) {
+            best = Some((a + width / 2 - c, width));
+        }
+    }
+    best
+}
+
+struct Session {
+    plan: Plan,
+    cupti: &'static Cupti,
+    enabled: Vec<u32>,
+    subscriber: *mut c_void,
+    offset: i64,
+    offset_width: i64,
+    init: i64,
+    cupti_version: u32,
+    cuda: CudaInfo,
+}
+
+/// The backend used inside the target process.
+#[derive(Default)]
+pub struct CuptiBackend {
+    session: Option<Session>,
+}
+
+fn kind_name(k: u32) -> &'static str {
+    match k {
+        KIND_CONCURRENT_KERNEL => "CONCURRENT_KERNEL",
+        KIND_MEMCPY => "MEMCPY",
+        KIND_MEMSET => "MEMSET",
+        KIND_RUNTIME => "RUNTIME",
+        KIND_DRIVER => "DRIVER",
+        KIND_MEMORY2 => "MEMORY2",
+        KIND_MARKER => "MARKER",
+        _ => "?",
+    }
+}
+
+fn held(c: &Cupti, what: &str, r: c_int) -> ToolError {
+    ToolError::new(
+        Code::CuptiHeld,
+        format!("{what} failed with {}: another profiler (Kineto/torch.profiler, Nsight Systems/Compute, cuda-gdb, DCGM profiling) already holds CUPTI in this process and CUPTI allows one subscriber; stop that profiler or attach to a process without it", c.describe(r)),
+    )
+}
+
+fn cupti_error(c: &Cupti, what: &str, r: c_int) -> ToolError {
+    if r == cupti::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
+        return held(c, what, r);
+    }
+    ToolError::new(
+        Code::Internal,
+        format!("{what} failed with {}; check that the process's CUDA driver works and CUPTI matches it (ROCPROF_ATTACH_CUPTI)", c.describe(r)),
+    )
+}
+
+impl CuptiBackend {
+    fn load(plan: &Plan) -> Result<&'static Cupti, ToolError> {
+        if let Some(c) = CUPTI.get() {
+            return Ok(c);
+        }
+        let c = cupti::load(plan.cupti.as_deref())?;
+        let _ = CUPTI.set(c);
+        CUPTI
+            .get()
+            .ok_or_else(|| ToolError::new(Code::Internal, "CUPTI table vanished; attach again"))
+    }
+
+    fn do_attach(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
+        let t0 = Instant::now();
+        let mut plan = req.plan()?;
+        let c = Self::load(&plan)?;
+        if let Some(p) = &plan.cupti {
+            if *p != c.path {
+                plan.notes.push(format!(
+                    "ROCPROF_ATTACH_CUPTI={} ignored: this process already uses {}",
+                    p.display(),
+                    c.path.display()
+                ));
+            }
+        }
+        let mut version = 0u32;
+        // SAFETY: valid out pointer.
+        let r = unsafe { (c.get_version)(&mut version) };
+        if r != 0 || version < cupti::MIN_CUPTI_VERSION {
+            return Err(ToolError::new(
+                Code::CuptiOld,
+                format!("{} reports CUPTI API version {version} (result {r}); this tool needs version {} (CUDA 12.0) or newer: point ROCPROF_ATTACH_CUPTI at the libcupti of CUDA 12 or 13", c.path.display(), cupti::MIN_CUPTI_VERSION),
+            ));
+        }
+        let mut sub: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid out pointer and callback.
+        let r = unsafe { (c.subscribe)(&mut sub, activity::no_callback, std::ptr::null_mut()) };
+        if r != 0 {
+            return Err(cupti_error(c, "cuptiSubscribe", r));
+        }
+        let fail = |enabled: &[u32], e: ToolError| {
+            for &k in enabled {
+                // SAFETY: plain CUPTI call.
+                unsafe { (c.disable)(k as c_int) };
+            }
+            // SAFETY: sub came from cuptiSubscribe.
+            unsafe { (c.unsubscribe)(sub) };
+            e
+        };
+        BUFFER_BYTES.store(plan.buffer_bytes, Ordering::Relaxed);
+        let _ = activity::take_rows();
+        // SAFETY: the callbacks have the CUPTI signatures.
+        let r = unsafe {
+            (c.register_callbacks)(activity::buffer_requested, activity::buffer_completed)
+        };
+        if r != 0 {
+            return Err(fail(
+                &[],
+                cupti_error(c, "cuptiActivityRegisterCallbacks", r),
+            ));
+        }
+        // SAFETY: plain CUPTI call.
+        let r = unsafe { (c.set_thread_id_type)(cupti::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) };
+        if r != 0 {
+            plan.notes.push(format!(
+                "cuptiSetThreadIdType(SYSTEM) failed ({}): API thread ids are CUPTI's, not kernel tids",
+                c.describe(r)
+            ));
+        }
+        let mut want = Vec::new();
+        if plan.kernels {
+            want.push(KIND_CONCURRENT_KERNEL);
+        }
+        if plan.copies {
+            want.extend([KIND_MEMCPY, KIND_MEMSET]);
+        }
+        if plan.runtime_api {
+            want.push(KIND_RUNTIME);
+        }
+        if plan.driver_api {
+            want.push(KIND_DRIVER);
+        }
+        if plan.allocations {
+            want.push(KIND_MEMORY2);
+        }
+        if plan.markers {
+            want.push(KIND_MARKER);
+        }
+        let mut enabled = Vec::new();
+        for k in want {
+            // SAFETY: plain CUPTI call.
+            let r = unsafe { (c.enable)(k as c_int) };
+            if r != 0 {
+                let what = format!("cuptiActivityEnable({})", kind_name(k));
+                return Err(fail(&enabled, cupti_error(c, &what, r)));
+            }
+            enabled.push(k);
+        }
+        let clock = || {
+            let mut t = 0u64;
+            // SAFETY: valid out pointer.
+            (unsafe { (c.get_timestamp)(&mut t) } == 0).then_some(t)
+        };
+        let (offset, offset_width) = clock_offset(&clock).unwrap_or_else(|| {
+            plan.notes
+                .push("cuptiGetTimestamp failed: timestamps are CUPTI's clock".into());
+            (0, 0)
+        });
+        let cuda = cuda::query();
+        let reply = serde_json::json!({
+            "cupti": c.path.display().to_string(),
+            "cupti_version": version,
+            "driver_version": cuda.driver_version,
+            "kinds": plan.kind_names(),
+            "enable_us": t0.elapsed().as_micros() as u64,
+            "notes": plan.notes,
+        });
+        self.session = Some(Session {
+            plan,
+            cupti: c,
+            enabled,
+            subscriber: sub,
+            offset,
+            offset_width,
+            init: boottime_ns(),
+            cupti_version: version,
+            cuda,
+        });
+        Ok(reply)
+    }
+
+    fn do_detach(&mut self) -> Result<serde_json::Value, ToolError> {
+        let Some(s) = self.session.take() else {
+            return Err(ToolError::new(
+                Code::Internal,
+                "detach without an attached session; send 'attach' first",
+            ));
+        };
+        let c = s.cupti;
+        let t0 = Instant::now();
+        // SAFETY: plain CUPTI calls; the subscriber came from cuptiSubscribe.
+        unsafe {
+            (c.flush_all)(cupti::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+            for &k in &s.enabled {
+                (c.disable)(k as c_int);
+            }
+            (c.flush_all)(cupti::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+            (c.unsubscribe)(s.subscriber);
+        }
+        let flush_us = t0.elapsed().as_micros() as u64;
+        let rows = activity::take_rows();
+        let t1 = Instant::now();
+        let info = SessionInfo {
+            init: s.init,
+            fini: boottime_ns(),
+            offset: s.offset,
+            extdata: serde_json::json!({
+                "backend": "cuda", "tool": "rocprof-attach", "cupti": c.path.display().to_string(),
+                "cupti_version": s.cupti_version, "driver_version": s.cuda.driver_version,
+                "clock": "CLOCK_BOOTTIME", "source_clock": "cuptiGetTimestamp",
+                "clock_offset_ns": s.offset, "clock_offset_uncertainty_ns": s.offset_width,
+                "kinds": s.plan.kind_names(), "dropped_records": rows.dropped,
+            }),
+        };
+        let name = |driver: bool, cbid: u32| {
+            let domain = if driver {
+                cupti::CUPTI_CB_DOMAIN_DRIVER_API
+            } else {
+                cupti::CUPTI_CB_DOMAIN_RUNTIME_API
+            };
+            c.callback_name(domain, cbid)
+        };
+        let counts = db::write(&s.plan.db, &rows, &s.cuda, &info, &name).map_err(|e| {
+            ToolError::new(
+                Code::Internal,
+                format!("writing the database {} failed: {e}; the collected data is lost: check the path and free space, then attach again", s.plan.db.display()),
+            )
+        })?;
+        Ok(serde_json::json!({
+            "db": s.plan.db.display().to_string(),
+            "kernels": counts.kernels, "copies": counts.copies, "api": counts.api,
+            "allocations": counts.allocations, "dropped": rows.dropped,
+            "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
+        }))
+    }
+}
+
+fn guarded<T>(f: impl FnOnce() -> Result<T, ToolError>) -> Result<T, ToolError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(ToolError::new(
+            Code::Internal,
+            "the tool hit an internal error (a Rust panic, caught); the session state is reset: attach again and report the bug",
+        ))
+    })
+}
+
+impl Backend for CuptiBackend {
+    fn attach(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
+        guarded(|| self.do_attach(req))
+    }
+
+    fn detach(&mut self) -> Result<serde_json::Value, ToolError> {
+        guarded(|| self.do_detach())
+    }
+}

@@ -1,0 +1,180 @@
+//! The CUDA devices of the process, read through the libcuda it already maps (`RTLD_NOLOAD`):
+//! no context is created or needed.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::path::PathBuf;
+
+use crate::cupti::{mapped, open, sym};
+
+/// One CUDA device.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Device {
+    /// Device ordinal (what CUPTI records call `deviceId`).
+    pub ordinal: i32,
+    /// `cuDeviceGetName`.
+    pub name: String,
+    /// 16 UUID bytes (`cuDeviceGetUuid_v2`).
+    pub uuid: [u8; 16],
+    /// Streaming multiprocessors.
+    pub sm_count: i64,
+    /// Compute capability (major, minor).
+    pub cc: (i64, i64),
+    /// Total memory in bytes.
+    pub memory: i64,
+    /// Warp size.
+    pub warp_size: i64,
+    /// Max threads per block.
+    pub max_threads_per_block: i64,
+    /// Max block dimensions.
+    pub max_block: [i64; 3],
+    /// Max grid dimensions.
+    pub max_grid: [i64; 3],
+    /// Shared memory per block (bytes).
+    pub shared_per_block: i64,
+    /// Max threads per SM.
+    pub max_threads_per_sm: i64,
+    /// PCI bus, device and domain ids.
+    pub pci: [i64; 3],
+    /// Clock rate in kHz.
+    pub clock_khz: i64,
+}
+
+impl Device {
+    /// The UUID as `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (nvidia-smi's form).
+    pub fn uuid_text(&self) -> String {
+        let h: String = self.uuid.iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "GPU-{}-{}-{}-{}-{}",
+            &h[..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..]
+        )
+    }
+
+    /// The last 8 UUID bytes as an integer (rocpd's agent `uuid` column).
+    pub fn uuid_int(&self) -> i64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.uuid[8..]);
+        i64::from_be_bytes(b)
+    }
+}
+
+/// Driver version and devices as seen by the process's libcuda.
+#[derive(Debug, Clone, Default)]
+pub struct CudaInfo {
+    /// libcuda path (empty if not mapped).
+    pub path: Option<PathBuf>,
+    /// `cuDriverGetVersion` (0 if unknown).
+    pub driver_version: i32,
+    /// The devices (empty if unknown).
+    pub devices: Vec<Device>,
+}
+
+type GetInt = unsafe extern "C" fn(*mut c_int) -> c_int;
+type DevGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+type DevName = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
+type DevUuid = unsafe extern "C" fn(*mut u8, c_int) -> c_int;
+type DevAttr = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
+type DevMem = unsafe extern "C" fn(*mut usize, c_int) -> c_int;
+
+/// Queries the mapped libcuda; never loads one and never fails (unknowns stay 0/empty).
+pub fn query() -> CudaInfo {
+    let mut info = CudaInfo::default();
+    let Some(path) = mapped("libcuda.so").into_iter().next() else {
+        return info;
+    };
+    let h = match open(&path, libc::RTLD_NOLOAD) {
+        Ok(h) => h,
+        Err(_) => return info,
+    };
+    info.path = Some(path);
+    // SAFETY: h came from dlopen and is never closed.
+    let f = |n: &str| -> *mut c_void { unsafe { sym(h, n) } };
+    let (ver, count, get, name, uuid, attr, mem) = (
+        f("cuDriverGetVersion"),
+        f("cuDeviceGetCount"),
+        f("cuDeviceGet"),
+        f("cuDeviceGetName"),
+        f("cuDeviceGetUuid_v2"),
+        f("cuDeviceGetAttribute"),
+        f("cuDeviceTotalMem_v2"),
+    );
+    // SAFETY: each non-null pointer is the libcuda function of the declared signature.
+    unsafe {
+        if !ver.is_null() {
+            let v: GetInt = std::mem::transmute::<*mut c_void, GetInt>(ver);
+            let mut n = 0;
+            if v(&mut n) == 0 {
+                info.driver_version = n;
+            }
+        }
+        if count.is_null() || get.is_null() {
+            return info;
+        }
+        let count: GetInt = std::mem::transmute::<*mut c_void, GetInt>(count);
+        let get: DevGet = std::mem::transmute::<*mut c_void, DevGet>(get);
+        let mut n = 0;
+        if count(&mut n) != 0 {
+            return info;
+        }
+        for ordinal in 0..n.clamp(0, 64) {
+            let mut dev = 0;
+            if get(&mut dev, ordinal) != 0 {
+                continue;
+            }
+            let mut d = Device {
+                ordinal,
+                ..Default::default()
+            };
+            if !name.is_null() {
+                let name: DevName = std::mem::transmute::<*mut c_void, DevName>(name);
+                let mut buf = [0 as c_char; 256];
+                if name(buf.as_mut_ptr(), 255, dev) == 0 {
+                    d.name = std::ffi::CStr::from_ptr(buf.as_ptr())
+                        .to_string_lossy()
+                        .into_owned();
+                }
+            }
+            if !uuid.is_null() {
+                let uuid: DevUuid = std::mem::transmute::<*mut c_void, DevUuid>(uuid);
+                let mut b = [0u8; 16];
+                if uuid(b.as_mut_ptr(), dev) == 0 {
+                    d.uuid = b;
+                }
+            }
+            if !mem.is_null() {
+                let mem: DevMem = std::mem::transmute::<*mut c_void, DevMem>(mem);
+                let mut m = 0usize;
+                if mem(&mut m, dev) == 0 {
+                    d.memory = m as i64;
+                }
+            }
+            if !attr.is_null() {
+                let attr: DevAttr = std::mem::transmute::<*mut c_void, DevAttr>(attr);
+                let a = |which: c_int| {
+                    let mut v = 0;
+                    if attr(&mut v, which, dev) == 0 {
+                        v as i64
+                    } else {
+                        0
+                    }
+                };
+                // CUdevice_attribute values from cuda.h.
+                d.max_threads_per_block = a(1);
+                d.max_block = [a(2), a(3), a(4)];
+                d.max_grid = [a(5), a(6), a(7)];
+                d.shared_per_block = a(8);
+                d.warp_size = a(10);
+                d.clock_khz = a(13);
+                d.sm_count = a(16);
+                d.pci = [a(33), a(34), a(50)];
+                d.max_threads_per_sm = a(39);
+                d.cc = (a(75), a(76));
+            }
+            info.devices.push(d);
+        }
+    }
+    info
+}

@@ -1,0 +1,424 @@
+//! The attach protocol between the rocprof-attach front end and this tool library.
+//!
+//! # Start
+//!
+//! The front end makes the target process run, on a fresh thread,
+//! `f = dlsym(dlopen(TOOL, RTLD_NOW), "rocprof_attach_cuda_start"); f(payload)`.
+//! `payload` is UTF-8 text of `key=value` lines:
+//!
+//! - `socket=<name>`: the abstract unix socket (name without the leading NUL) the front end
+//!   listens on (`SOCK_SEQPACKET`);
+//! - `version=1`: the protocol version (any other version makes the start return 2).
+//!
+//! `rocprof_attach_cuda_start` blocks every signal on its thread, names it `rocp-cu-attach`,
+//! and binds its own listening abstract socket `rocprof-attach-cuda.<pid>`
+//! (`SOCK_SEQPACKET | SOCK_CLOEXEC`). If that name is taken (a tool instance already lives in
+//! this process) it returns 1 at once; on a bad payload or a socket failure it returns 2.
+//! Otherwise it connects to the front end's `socket=`, serves that session, and then accepts
+//! on its own socket forever, one session at a time: it never returns, the thread stays blocked
+//! in `accept`/`poll`, the library stays loaded, and the next attach connects straight to
+//! `rocprof-attach-cuda.<pid>`.
+//!
+//! # Peers
+//!
+//! Every connection (the one the tool makes and every accepted one) must have an
+//! `SO_PEERCRED` uid of 0 or the tool's `geteuid()`; otherwise the tool sends
+//! `error permission ...` and closes it.
+//!
+//! # Messages
+//!
+//! `SOCK_SEQPACKET` datagrams of UTF-8, at most 1 MiB (larger ones are refused with
+//! `error internal`). Replies are one datagram each.
+//!
+//! - `attach\n` followed by `KEY=VALUE\n` lines: the rocprofv3 environment
+//!   (`ROCPROF_KERNEL_TRACE`, `ROCPROF_MEMORY_COPY_TRACE`, `ROCPROF_MEMORY_ALLOCATION_TRACE`,
+//!   `ROCPROF_HIP_RUNTIME_API_TRACE`, `ROCPROF_HIP_COMPILER_API_TRACE`,
+//!   `ROCPROF_MARKER_API_TRACE`, `ROCPROF_HSA_*`, ...; values `1`/`0`/`true`/`false`/`yes`/
+//!   `no`/`on`/`off`) plus `ROCPROF_ATTACH_DB=<absolute path>` (required),
+//!   `ROCPROF_ATTACH_CUPTI=<path>`, `ROCPROF_ATTACH_CUDA_DRIVER_API=1` and
+//!   `ROCPROF_ATTACH_BUFFER_BYTES=<n>` (default 8 MiB, 64 KiB to 256 MiB).
+//!   CUPTI activity kinds enabled: kernel trace → `CONCURRENT_KERNEL`; memory copy trace →
+//!   `MEMCPY` and `MEMSET`; HIP runtime API trace → `RUNTIME` (and `DRIVER` with
+//!   `ROCPROF_ATTACH_CUDA_DRIVER_API=1`); memory allocation trace → `MEMORY2`; marker trace →
+//!   `MARKER` (NVTX). Reply: `ok {"cupti":path,"cupti_version":N,"driver_version":N,
+//!   "kinds":[...],"enable_us":N,"notes":[...]}`.
+//! - `detach\n`: flush (`cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)`), disable
+//!   every enabled kind, flush again, unsubscribe, write one rocpd database at
+//!   `ROCPROF_ATTACH_DB`. Reply: `ok {"db":path,"kernels":N,"copies":N,"api":N,
+//!   "allocations":N,"dropped":N,"flush_us":N,"write_us":N}`.
+//! - When the connection ends (EOF or error) while attached, the tool detaches anyway (flush,
+//!   disable, write the database) and goes back to `accept`.
+//!
+//! Errors: `error <code> <one line: what happened, why, and the fix>`, codes `busy` (a second
+//! concurrent session or a second `attach` is refused), `cupti-missing`, `cupti-held`
+//! (CUPTI error 39, another profiler subscribed), `cupti-old`, `unsupported` (an option CUDA
+//! cannot do, an unknown message), `permission` (peer check), `internal`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Largest datagram accepted.
+pub const MAX_MESSAGE: usize = 1 << 20;
+
+/// Default CUPTI buffer size.
+pub const DEFAULT_BUFFER_BYTES: usize = 8 << 20;
+
+/// The thread name of the tool thread.
+pub const THREAD_NAME: &str = "rocp-cu-attach";
+
+/// The tool's listening abstract socket name for process `pid` (no leading NUL).
+pub fn tool_socket_name(pid: u32) -> String {
+    format!("rocprof-attach-cuda.{pid}")
+}
+
+/// An error reply code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// A session is already active.
+    Busy,
+    /// No libcupti could be loaded.
+    CuptiMissing,
+    /// Another profiler holds CUPTI (error 39).
+    CuptiHeld,
+    /// CUPTI is too old or lacks a function.
+    CuptiOld,
+    /// Something CUDA cannot do, or an unknown message.
+    Unsupported,
+    /// The peer's uid is neither 0 nor ours.
+    Permission,
+    /// Anything else.
+    Internal,
+}
+
+impl Code {
+    /// The code as sent on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Busy => "busy",
+            Code::CuptiMissing => "cupti-missing",
+            Code::CuptiHeld => "cupti-held",
+            Code::CuptiOld => "cupti-old",
+            Code::Unsupported => "unsupported",
+            Code::Permission => "permission",
+            Code::Internal => "internal",
+        }
+    }
+}
+
+/// An error to send as `error <code> <message>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    /// The code.
+    pub code: Code,
+    /// The one-line message.
+    pub message: String,
+}
+
+impl ToolError {
+    /// An error with `code` and `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The reply datagram (newlines in the message become spaces).
+    pub fn reply(&self) -> String {
+        format!(
+            "error {} {}",
+            self.code.as_str(),
+            self.message.replace('\n', " ")
+        )
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reply())
+    }
+}
+
+/// The `ok <json>` reply.
+pub fn ok_reply(v: &serde_json::Value) -> String {
+    format!("ok {v}")
+}
+
+/// A message from the front end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// `attach` with its settings.
+    Attach(AttachRequest),
+    /// `detach`.
+    Detach,
+}
+
+impl Message {
+    /// Parses one datagram.
+    pub fn parse(bytes: &[u8]) -> Result<Message, ToolError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| {
+            ToolError::new(
+                Code::Unsupported,
+                "the message is not UTF-8; the front end must send UTF-8 text",
+            )
+        })?;
+        let mut lines = text.lines();
+        let first = lines.next().unwrap_or("").trim();
+        match first {
+            "attach" => {
+                let mut env = BTreeMap::new();
+                for line in lines {
+                    let line = line.trim_end_matches('\r');
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let Some((k, v)) = line.split_once('=') else {
+                        return Err(ToolError::new(
+                            Code::Unsupported,
+                            format!("attach line '{line}' is not KEY=VALUE; send one KEY=VALUE per line"),
+                        ));
+                    };
+                    env.insert(k.trim().to_owned(), v.to_owned());
+                }
+                Ok(Message::Attach(AttachRequest { env }))
+            }
+            "detach" => Ok(Message::Detach),
+            other => Err(ToolError::new(
+                Code::Unsupported,
+                format!("unknown message '{other}'; this tool understands 'attach' and 'detach' (protocol version 1)"),
+            )),
+        }
+    }
+}
+
+/// Parses a boolean setting the way rocprofv3 reads its environment.
+pub fn truthy(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on" | "y"
+    )
+}
+
+/// The settings of an `attach` message.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttachRequest {
+    /// Every `KEY=VALUE` line.
+    pub env: BTreeMap<String, String>,
+}
+
+/// What one attach asks CUPTI for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Kernel trace.
+    pub kernels: bool,
+    /// Memory copy (and memset) trace.
+    pub copies: bool,
+    /// Runtime API trace.
+    pub runtime_api: bool,
+    /// Driver API trace.
+    pub driver_api: bool,
+    /// Memory allocation trace.
+    pub allocations: bool,
+    /// NVTX markers.
+    pub markers: bool,
+    /// The database to write.
+    pub db: PathBuf,
+    /// `ROCPROF_ATTACH_CUPTI`.
+    pub cupti: Option<PathBuf>,
+    /// CUPTI buffer size.
+    pub buffer_bytes: usize,
+    /// Notes for the reply (ignored options and caveats).
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    /// The names of the enabled kinds as the reply lists them.
+    pub fn kind_names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (on, name) in [
+            (self.kernels, "kernel"),
+            (self.copies, "memcpy"),
+            (self.copies, "memset"),
+            (self.runtime_api, "runtime"),
+            (self.driver_api, "driver"),
+            (self.allocations, "memory"),
+            (self.markers, "marker"),
+        ] {
+            if on {
+                v.push(name);
+            }
+        }
+        v
+    }
+}
+
+/// Options that ask for something CUDA/CUPTI activity tracing cannot do.
+const UNSUPPORTED: [(&str, &str); 6] = [
+    (
+        "ROCPROF_COUNTER_COLLECTION",
+        "hardware counter collection (--pmc)",
+    ),
+    ("ROCPROF_PC_SAMPLING_BETA_ENABLED", "PC sampling"),
+    ("ROCPROF_ADVANCED_THREAD_TRACE", "thread trace (--att)"),
+    ("ROCPROF_KOKKOSP_API_TRACE", "Kokkos tracing"),
+    ("ROCPROF_OPENMP_TARGET_TRACE", "OpenMP target tracing"),
+    ("ROCPROF_PC_SAMPLING", "PC sampling"),
+];
+
+/// Options accepted and ignored (no CUDA equivalent), with the note sent back.
+const IGNORED: [(&str, &str); 6] = [
+    (
+        "ROCPROF_HSA_",
+        "HSA API tracing has no CUDA equivalent; ignored",
+    ),
+    (
+        "ROCPROF_HIP_COMPILER_API_TRACE",
+        "the HIP compiler API has no CUDA equivalent; ignored",
+    ),
+    (
+        "ROCPROF_SCRATCH_MEMORY_TRACE",
+        "scratch memory tracing has no CUDA equivalent; ignored",
+    ),
+    (
+        "ROCPROF_RCCL_API_TRACE",
+        "RCCL tracing is not available for CUDA (NCCL); ignored",
+    ),
+    (
+        "ROCPROF_ROCDECODE_API_TRACE",
+        "rocDecode tracing has no CUDA equivalent; ignored",
+    ),
+    (
+        "ROCPROF_ROCJPEG_API_TRACE",
+        "rocJPEG tracing has no CUDA equivalent; ignored",
+    ),
+];
+
+impl AttachRequest {
+    /// Whether `key` is set to a true value.
+    pub fn flag(&self, key: &str) -> bool {
+        self.env.get(key).is_some_and(|v| truthy(v))
+    }
+
+    /// Checks the settings and turns them into a [`Plan`].
+    pub fn plan(&self) -> Result<Plan, ToolError> {
+        for (key, what) in UNSUPPORTED {
+            if self.flag(key) {
+                return Err(ToolError::new(
+                    Code::Unsupported,
+                    format!("{key}=1 asks for {what}, which the CUDA backend cannot do; drop that option when attaching to a CUDA process"),
+                ));
+            }
+        }
+        let db = match self.env.get("ROCPROF_ATTACH_DB").map(|s| s.trim()) {
+            Some(p) if p.starts_with('/') => PathBuf::from(p),
+            Some(p) => {
+                return Err(ToolError::new(
+                    Code::Unsupported,
+                    format!("ROCPROF_ATTACH_DB='{p}' is not an absolute path; the front end must send the absolute path of the database to write"),
+                ))
+            }
+            None => {
+                return Err(ToolError::new(
+                    Code::Unsupported,
+                    "attach without ROCPROF_ATTACH_DB: the tool does not know where to write; send ROCPROF_ATTACH_DB=<absolute path>",
+                ))
+            }
+        };
+        let buffer_bytes = match self.env.get("ROCPROF_ATTACH_BUFFER_BYTES") {
+            None => DEFAULT_BUFFER_BYTES,
+            Some(v) => match v.trim().parse::<usize>() {
+                Ok(n) if (64 << 10..=256 << 20).contains(&n) => n & !7,
+                _ => {
+                    return Err(ToolError::new(
+                        Code::Unsupported,
+                        format!("ROCPROF_ATTACH_BUFFER_BYTES='{v}' is not a byte count from 65536 to 268435456; send a number in that range or leave it out (8 MiB)"),
+                    ))
+                }
+            },
+        };
+        let mut notes = Vec::new();
+        for (prefix, note) in IGNORED {
+            let on = self
+                .env
+                .iter()
+                .any(|(k, v)| k.starts_with(prefix) && k.ends_with("_TRACE") && truthy(v));
+            if on {
+                notes.push(note.to_owned());
+            }
+        }
+        let plan = Plan {
+            kernels: self.flag("ROCPROF_KERNEL_TRACE"),
+            copies: self.flag("ROCPROF_MEMORY_COPY_TRACE"),
+            runtime_api: self.flag("ROCPROF_HIP_RUNTIME_API_TRACE"),
+            driver_api: self.flag("ROCPROF_HIP_RUNTIME_API_TRACE")
+                && self.flag("ROCPROF_ATTACH_CUDA_DRIVER_API"),
+            allocations: self.flag("ROCPROF_MEMORY_ALLOCATION_TRACE"),
+            markers: self.flag("ROCPROF_MARKER_API_TRACE"),
+            db,
+            cupti: self
+                .env
+                .get("ROCPROF_ATTACH_CUPTI")
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| PathBuf::from(s.trim())),
+            buffer_bytes,
+            notes,
+        };
+        let mut plan = plan;
+        if plan.markers {
+            plan.notes.push("CUPTI sees NVTX ranges only when the process was started with NVTX injection (NVTX_INJECTION64_PATH); without it no marker rows may arrive".into());
+        }
+        if plan.kind_names().is_empty() {
+            return Err(ToolError::new(
+                Code::Unsupported,
+                "attach enables no tracing: none of ROCPROF_KERNEL_TRACE, ROCPROF_MEMORY_COPY_TRACE, ROCPROF_HIP_RUNTIME_API_TRACE, ROCPROF_MEMORY_ALLOCATION_TRACE, ROCPROF_MARKER_API_TRACE is 1; pass a tracing option such as --kernel-trace",
+            ));
+        }
+        Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_attach() {
+        let m = Message::parse(
+            b"attach\nROCPROF_KERNEL_TRACE=1\nROCPROF_HIP_RUNTIME_API_TRACE=true\nROCPROF_ATTACH_CUDA_DRIVER_API=1\nROCPROF_HSA_CORE_API_TRACE=1\nROCPROF_ATTACH_DB=/tmp/x.db\n",
+        )
+        .unwrap();
+        let Message::Attach(a) = m else { panic!() };
+        let p = a.plan().unwrap();
+        assert!(p.kernels && p.runtime_api && p.driver_api && !p.copies);
+        assert_eq!(p.db, PathBuf::from("/tmp/x.db"));
+        assert_eq!(p.buffer_bytes, DEFAULT_BUFFER_BYTES);
+        assert_eq!(p.kind_names(), ["kernel", "runtime", "driver"]);
+        assert_eq!(p.notes.len(), 1);
+    }
+
+    #[test]
+    fn refuses() {
+        let e = |s: &str| match Message::parse(s.as_bytes()) {
+            Ok(Message::Attach(a)) => a.plan().unwrap_err(),
+            Ok(_) => panic!(),
+            Err(e) => e,
+        };
+        assert_eq!(
+            e("attach\nROCPROF_KERNEL_TRACE=1\n").code,
+            Code::Unsupported
+        );
+        assert_eq!(
+            e("attach\nROCPROF_KERNEL_TRACE=1\nROCPROF_ATTACH_DB=rel.db\n").code,
+            Code::Unsupported
+        );
+        assert!(e(
+            "attach\nROCPROF_ATTACH_DB=/a.db\nROCPROF_COUNTER_COLLECTION=1\nROCPROF_KERNEL_TRACE=1"
+        )
+        .message
+        .contains("counter"));
+        assert_eq!(e("hello\n").code, Code::Unsupported);
+        assert_eq!(Message::parse(b"detach\n").unwrap(), Message::Detach);
+        assert_eq!(ToolError::new(Code::Busy, "a\nb").reply(), "error busy a b");
+    }
+}

@@ -1,0 +1,302 @@
+//! The hand-written CUPTI record prefixes against the real CUDA 13 headers: a small C program
+//! prints `offsetof` and `sizeof` of every field the tool reads, compared with the Rust
+//! structs. The headers come from `tests/prereq/cupti_headers.sh` (into
+//! `target/cupti-headers`); the test is skipped with a note only if they cannot be fetched.
+
+use std::mem::{offset_of, size_of_val};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rocprof_cuda_tool::records::*;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn headers() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("CUPTI_HEADERS") {
+        return Some(PathBuf::from(d));
+    }
+    let dest = root().join("target/cupti-headers");
+    if !dest.join("cupti.h").exists() {
+        let ok = Command::new("sh")
+            .arg(root().join("tests/prereq/cupti_headers.sh"))
+            .arg(&dest)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return None;
+        }
+    }
+    dest.join("cupti.h").exists().then_some(dest)
+}
+
+/// `(C type, field path as C writes it, rust offset, rust size)`.
+fn expected() -> Vec<(&'static str, &'static str, usize, usize)> {
+    let k = Kernel {
+        kind: 0,
+        cache_config: 0,
+        shared_memory_config: 0,
+        registers_per_thread: 0,
+        partitioned_global_cache_requested: 0,
+        partitioned_global_cache_executed: 0,
+        start: 0,
+        end: 0,
+        completed: 0,
+        device_id: 0,
+        context_id: 0,
+        stream_id: 0,
+        grid_x: 0,
+        grid_y: 0,
+        grid_z: 0,
+        block_x: 0,
+        block_y: 0,
+        block_z: 0,
+        static_shared_memory: 0,
+        dynamic_shared_memory: 0,
+        local_memory_per_thread: 0,
+        local_memory_total: 0,
+        correlation_id: 0,
+        grid_id: 0,
+        name: std::ptr::null(),
+    };
+    macro_rules! f {
+        ($v:ident, $t:ty, $c:literal, $r:ident) => {
+            ($c, stringify!($r), offset_of!($t, $r), size_of_val(&$v.$r))
+        };
+    }
+    let mut v = vec![
+        f!(k, Kernel, "CUpti_ActivityKernel13", kind),
+        f!(k, Kernel, "CUpti_ActivityKernel13", registers_per_thread),
+        f!(k, Kernel, "CUpti_ActivityKernel13", start),
+        f!(k, Kernel, "CUpti_ActivityKernel13", end),
+        f!(k, Kernel, "CUpti_ActivityKernel13", device_id),
+        f!(k, Kernel, "CUpti_ActivityKernel13", context_id),
+        f!(k, Kernel, "CUpti_ActivityKernel13", stream_id),
+        f!(k, Kernel, "CUpti_ActivityKernel13", grid_x),
+        f!(k, Kernel, "CUpti_ActivityKernel13", grid_y),
+        f!(k, Kernel, "CUpti_ActivityKernel13", grid_z),
+        f!(k, Kernel, "CUpti_ActivityKernel13", block_x),
+        f!(k, Kernel, "CUpti_ActivityKernel13", block_y),
+        f!(k, Kernel, "CUpti_ActivityKernel13", block_z),
+        f!(k, Kernel, "CUpti_ActivityKernel13", static_shared_memory),
+        f!(k, Kernel, "CUpti_ActivityKernel13", dynamic_shared_memory),
+        f!(k, Kernel, "CUpti_ActivityKernel13", local_memory_per_thread),
+        f!(k, Kernel, "CUpti_ActivityKernel13", correlation_id),
+        f!(k, Kernel, "CUpti_ActivityKernel13", name),
+    ];
+    let m = Memcpy {
+        kind: 0,
+        copy_kind: 0,
+        src_kind: 0,
+        dst_kind: 0,
+        flags: 0,
+        bytes: 0,
+        start: 0,
+        end: 0,
+        device_id: 0,
+        context_id: 0,
+        stream_id: 0,
+        correlation_id: 0,
+        runtime_correlation_id: 0,
+    };
+    for e in [
+        f!(m, Memcpy, "CUpti_ActivityMemcpy7", kind),
+        f!(m, Memcpy, "CUpti_ActivityMemcpy7", copy_kind),
+        f!(m, Memcpy, "CUpti_ActivityMemcpy7", bytes),
+        f!(m, Memcpy, "CUpti_ActivityMemcpy7", start),
+        f!(m, Memcpy, "CUpti_ActivityMemcpy7", end),
+        f!(m, Memcpy, "CUpti_ActivityMemcpy7", device_id),
+        f!(m, Memcpy, "CUpti_ActivityMemcpy7", stream_id),
+        f!(m, Memcpy, "CUpti_ActivityMemcpy7", correlation_id),
+        f!(m, Memcpy, "CUpti_ActivityMemcpy7", runtime_correlation_id),
+    ] {
+        v.push(e);
+    }
+    let s = Memset {
+        kind: 0,
+        value: 0,
+        bytes: 0,
+        start: 0,
+        end: 0,
+        device_id: 0,
+        context_id: 0,
+        stream_id: 0,
+        correlation_id: 0,
+        flags: 0,
+        memory_kind: 0,
+    };
+    for e in [
+        f!(s, Memset, "CUpti_ActivityMemset5", kind),
+        f!(s, Memset, "CUpti_ActivityMemset5", bytes),
+        f!(s, Memset, "CUpti_ActivityMemset5", start),
+        f!(s, Memset, "CUpti_ActivityMemset5", end),
+        f!(s, Memset, "CUpti_ActivityMemset5", device_id),
+        f!(s, Memset, "CUpti_ActivityMemset5", stream_id),
+        f!(s, Memset, "CUpti_ActivityMemset5", correlation_id),
+    ] {
+        v.push(e);
+    }
+    let a = Api {
+        kind: 0,
+        cbid: 0,
+        start: 0,
+        end: 0,
+        process_id: 0,
+        thread_id: 0,
+        correlation_id: 0,
+        return_value: 0,
+    };
+    for e in [
+        f!(a, Api, "CUpti_ActivityAPI", kind),
+        f!(a, Api, "CUpti_ActivityAPI", cbid),
+        f!(a, Api, "CUpti_ActivityAPI", start),
+        f!(a, Api, "CUpti_ActivityAPI", end),
+        f!(a, Api, "CUpti_ActivityAPI", thread_id),
+        f!(a, Api, "CUpti_ActivityAPI", correlation_id),
+    ] {
+        v.push(e);
+    }
+    v.push(("CUpti_ActivityAPI", "sizeof", 0, std::mem::size_of::<Api>()));
+    let y = Memory {
+        kind: 0,
+        memory_operation_type: 0,
+        memory_kind: 0,
+        correlation_id: 0,
+        address: 0,
+        bytes: 0,
+        timestamp: 0,
+        pc: 0,
+        process_id: 0,
+        device_id: 0,
+        context_id: 0,
+        stream_id: 0,
+    };
+    for e in [
+        f!(y, Memory, "CUpti_ActivityMemory4", kind),
+        f!(y, Memory, "CUpti_ActivityMemory4", memory_operation_type),
+        f!(y, Memory, "CUpti_ActivityMemory4", correlation_id),
+        f!(y, Memory, "CUpti_ActivityMemory4", address),
+        f!(y, Memory, "CUpti_ActivityMemory4", bytes),
+        f!(y, Memory, "CUpti_ActivityMemory4", timestamp),
+        f!(y, Memory, "CUpti_ActivityMemory4", device_id),
+        f!(y, Memory, "CUpti_ActivityMemory4", stream_id),
+    ] {
+        v.push(e);
+    }
+    let k = Marker {
+        kind: 0,
+        flags: 0,
+        timestamp: 0,
+        id: 0,
+        object_kind: 0,
+        object_process_id: 0,
+        object_thread_id: 0,
+        object_stream_id: 0,
+        pad: 0,
+        name: std::ptr::null(),
+        domain: std::ptr::null(),
+    };
+    for e in [
+        f!(k, Marker, "CUpti_ActivityMarker2", kind),
+        f!(k, Marker, "CUpti_ActivityMarker2", flags),
+        f!(k, Marker, "CUpti_ActivityMarker2", timestamp),
+        f!(k, Marker, "CUpti_ActivityMarker2", id),
+        f!(k, Marker, "CUpti_ActivityMarker2", object_kind),
+        f!(k, Marker, "CUpti_ActivityMarker2", object_thread_id),
+        f!(k, Marker, "CUpti_ActivityMarker2", name),
+        f!(k, Marker, "CUpti_ActivityMarker2", domain),
+    ] {
+        v.push(e);
+    }
+    v.push((
+        "CUpti_ActivityMarker2",
+        "sizeof",
+        0,
+        std::mem::size_of::<Marker>(),
+    ));
+    v
+}
+
+/// The C field name for a Rust field name.
+fn c_field(rust: &str) -> String {
+    match rust {
+        "registers_per_thread" => "registersPerThread".into(),
+        "pc" => "PC".into(),
+        "object_thread_id" => "objectId.pt.threadId".into(),
+        other => {
+            let mut out = String::new();
+            let mut up = false;
+            for ch in other.chars() {
+                if ch == '_' {
+                    up = true;
+                } else if up {
+                    out.extend(ch.to_uppercase());
+                    up = false;
+                } else {
+                    out.push(ch);
+                }
+            }
+            out
+        }
+    }
+}
+
+#[test]
+fn records_match_the_cupti_headers() {
+    let Some(inc) = headers() else {
+        println!("NOTE: CUPTI headers unavailable (tests/prereq/cupti_headers.sh failed); layout test skipped");
+        return;
+    };
+    let exp = expected();
+    let mut c = String::from(
+        "#include <stdio.h>\n#include <stddef.h>\n#include <cupti.h>\nint main(void){\n",
+    );
+    for (ty, field, _, _) in &exp {
+        if *field == "sizeof" {
+            c += &format!("printf(\"{ty} sizeof 0 %zu\\n\", sizeof({ty}));\n");
+        } else {
+            let cf = c_field(field);
+            c += &format!(
+                "printf(\"{ty} {field} %zu %zu\\n\", offsetof({ty}, {cf}), sizeof((({ty}*)0)->{cf}));\n"
+            );
+        }
+    }
+    c += "return 0;}\n";
+    let dir = tempfile_dir();
+    let src = dir.join("layout.c");
+    let exe = dir.join("layout");
+    std::fs::write(&src, c).unwrap();
+    let out = Command::new("gcc")
+        .arg("-I")
+        .arg(&inc)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("gcc runs");
+    assert!(
+        out.status.success(),
+        "gcc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&exe).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), exp.len());
+    for ((ty, field, off, size), line) in exp.iter().zip(lines) {
+        let want = format!("{ty} {field} {off} {size}");
+        if *field == "sizeof" {
+            // The Rust struct is the whole record for these two.
+            assert_eq!(line, want, "size of {ty}");
+        } else {
+            assert_eq!(line, want, "{ty}.{field}");
+        }
+    }
+}
+
+fn tempfile_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cuda-tool-layout-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
