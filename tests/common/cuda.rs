@@ -1,0 +1,168 @@
+//! The GPU-free CUDA stand-ins (tests/fixtures/cuda): a fake `libcuda.so.1`, a fake
+//! `libcupti.so.13` compiled against NVIDIA's real CUPTI headers, and a CUDA-like target.
+//! Include with `#[path = "common/cuda.rs"] mod cuda;`; it needs nothing from `common`.
+//!
+//! The headers come from PyPI (tests/prereq/cupti_headers.sh) into `target/cupti-headers` of the
+//! checkout, once per machine. The stand-ins are compiled with gcc once per source change into
+//! `<CARGO_TARGET_TMPDIR>/cuda-fixtures/<hash>/`, like `common::build` does.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Where the stand-ins are.
+#[derive(Debug, Clone)]
+pub struct Standins {
+    /// The directory holding `libcuda.so.1` (and nothing else): for LD_LIBRARY_PATH.
+    pub libcuda: PathBuf,
+    /// The full path of `libcupti.so.13`.
+    pub libcupti: PathBuf,
+    /// The target executable (cuda_target.c); it finds `libcuda.so.1` through its rpath.
+    pub target: PathBuf,
+}
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cuda_src() -> PathBuf {
+    manifest_dir().join("tests/fixtures/cuda")
+}
+
+/// The include directory with `cupti.h` (and the `cuda.h` it includes). Runs the fetch script
+/// once per process; the script does nothing when the headers are there, and parallel test
+/// processes are safe because it renames a finished folder into place.
+pub fn cupti_include() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dest = manifest_dir().join("target/cupti-headers");
+        let script = manifest_dir().join("tests/prereq/cupti_headers.sh");
+        let out = Command::new("sh")
+            .arg(&script)
+            .arg(&dest)
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+        assert!(
+            out.status.success() && dest.join("cupti.h").exists(),
+            "the CUDA stand-ins need NVIDIA's CUPTI headers, and {} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        dest
+    })
+    .clone()
+}
+
+fn hash(files: &[PathBuf], extra: &str) -> String {
+    // FNV-1a over the sources and flags: a changed source gets a fresh build directory.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for f in files {
+        let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+        for b in bytes.iter().chain(extra.as_bytes()) {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// Compile `sources` (in tests/fixtures/cuda) with `flags` into `<tmp>/cuda-fixtures/<hash>/<out>`
+/// once. `inputs` are extra files the hash covers (headers). Parallel test processes and threads
+/// race safely: each compiles to its own temporary name and hard-links it into place, keeping the
+/// first one (a running target may have it mapped).
+fn build(out: &str, sources: &[&str], inputs: &[PathBuf], flags: &[String]) -> PathBuf {
+    let src = cuda_src();
+    let paths: Vec<PathBuf> = sources.iter().map(|s| src.join(s)).collect();
+    let mut hashed = paths.clone();
+    hashed.push(src.join("fakecuda.h"));
+    hashed.extend_from_slice(inputs);
+    let tmp = option_env!("CARGO_TARGET_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir().join("target/tmp"));
+    let dir = tmp
+        .join("cuda-fixtures")
+        .join(hash(&hashed, &format!("{out} {}", flags.join(" "))));
+    let dest = dir.join(out);
+    if dest.exists() {
+        return dest;
+    }
+    std::fs::create_dir_all(&dir).expect("fixture dir");
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let part = dir.join(format!(".{out}.{}.{seq}", std::process::id()));
+    let status = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-Wall", "-I"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&part)
+        .args(&paths)
+        .args(flags)
+        .arg("-ldl")
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc failed for {out}");
+    match std::fs::hard_link(&part, &dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => panic!("link fixture {}: {e}", dest.display()),
+    }
+    let _ = std::fs::remove_file(&part);
+    dest
+}
+
+/// `-I <headers>`, and the header files whose change must rebuild what includes them.
+fn cupti_flags() -> (Vec<String>, Vec<PathBuf>) {
+    let inc = cupti_include();
+    let flags = vec!["-I".to_string(), inc.display().to_string()];
+    let inputs = ["cupti_version.h", "cupti_activity.h", "cupti_result.h"]
+        .iter()
+        .map(|h| inc.join(h))
+        .collect();
+    (flags, inputs)
+}
+
+fn build_libcuda() -> PathBuf {
+    build(
+        "libcuda.so.1",
+        &["fake_cuda.c"],
+        &[],
+        &["-fPIC", "-shared", "-Wl,-soname,libcuda.so.1"].map(String::from),
+    )
+}
+
+/// Link flags of a program that uses the fake driver: the library itself and an rpath to it.
+fn link_libcuda(libcuda: &Path) -> Vec<String> {
+    let dir = libcuda.parent().expect("libcuda dir");
+    vec![
+        libcuda.display().to_string(),
+        format!("-Wl,-rpath,{}", dir.display()),
+    ]
+}
+
+/// Build (once) the fake `libcuda.so.1`, the fake `libcupti.so.13` and the target.
+pub fn build_standins() -> Standins {
+    let libcuda = build_libcuda();
+    let (mut flags, inputs) = cupti_flags();
+    flags.extend(["-fPIC", "-shared", "-Wl,-soname,libcupti.so.13"].map(String::from));
+    let libcupti = build("libcupti.so.13", &["fake_cupti.c"], &inputs, &flags);
+    let target = build(
+        "cuda_target",
+        &["cuda_target.c"],
+        &[],
+        &link_libcuda(&libcuda),
+    );
+    Standins {
+        libcuda: libcuda.parent().expect("libcuda dir").to_path_buf(),
+        libcupti,
+        target,
+    }
+}
+
+/// Build (once) the stand-ins' self-test (selftest.c): `selftest LIBCUPTI STATE_FILE [held]`.
+pub fn build_selftest() -> PathBuf {
+    let libcuda = build_libcuda();
+    let (mut flags, inputs) = cupti_flags();
+    flags.extend(link_libcuda(&libcuda));
+    build("selftest", &["selftest.c"], &inputs, &flags)
+}
