@@ -1,6 +1,7 @@
 //! The GPU-free CUDA stand-ins (tests/fixtures/cuda): a fake `libcuda.so.1`, a fake
 //! `libcupti.so.13` compiled against NVIDIA's real CUPTI headers, and a CUDA-like target.
-//! Include with `#[path = "common/cuda.rs"] mod cuda;`; it needs nothing from `common`.
+//! Include with `#[path = "common/cuda.rs"] mod cuda;` (from another crate of the workspace, with
+//! a path to this file); it needs nothing from `common` and finds the checkout by itself.
 //!
 //! The headers come from PyPI (tests/prereq/cupti_headers.sh) into `target/cupti-headers` of the
 //! checkout, once per machine. The stand-ins are compiled with gcc once per source change into
@@ -22,12 +23,22 @@ pub struct Standins {
     pub target: PathBuf,
 }
 
-fn manifest_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+/// The checkout: the first directory above the including crate that has the stand-ins' sources.
+fn repo_root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        manifest
+            .ancestors()
+            .find(|d| d.join("tests/fixtures/cuda/fakecuda.h").exists())
+            .unwrap_or_else(|| panic!("no tests/fixtures/cuda above {}", manifest.display()))
+            .to_path_buf()
+    })
 }
 
-fn cuda_src() -> PathBuf {
-    manifest_dir().join("tests/fixtures/cuda")
+/// The stand-ins' sources, and the include directory of `fakecuda.h`.
+pub fn fixtures_dir() -> PathBuf {
+    repo_root().join("tests/fixtures/cuda")
 }
 
 /// The include directory with `cupti.h` (and the `cuda.h` it includes). Runs the fetch script
@@ -36,8 +47,8 @@ fn cuda_src() -> PathBuf {
 pub fn cupti_include() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dest = manifest_dir().join("target/cupti-headers");
-        let script = manifest_dir().join("tests/prereq/cupti_headers.sh");
+        let dest = repo_root().join("target/cupti-headers");
+        let script = repo_root().join("tests/prereq/cupti_headers.sh");
         let out = Command::new("sh")
             .arg(&script)
             .arg(&dest)
@@ -67,19 +78,18 @@ fn hash(files: &[PathBuf], extra: &str) -> String {
     format!("{h:016x}")
 }
 
-/// Compile `sources` (in tests/fixtures/cuda) with `flags` into `<tmp>/cuda-fixtures/<hash>/<out>`
-/// once. `inputs` are extra files the hash covers (headers). Parallel test processes and threads
-/// race safely: each compiles to its own temporary name and hard-links it into place, keeping the
-/// first one (a running target may have it mapped).
-fn build(out: &str, sources: &[&str], inputs: &[PathBuf], flags: &[String]) -> PathBuf {
-    let src = cuda_src();
-    let paths: Vec<PathBuf> = sources.iter().map(|s| src.join(s)).collect();
-    let mut hashed = paths.clone();
+/// Compile `sources` with `flags` into `<tmp>/cuda-fixtures/<hash>/<out>` once. `inputs` are
+/// extra files the hash covers (headers). Parallel test processes and threads race safely: each
+/// compiles to its own temporary name and hard-links it into place, keeping the first one (a
+/// running target may have it mapped).
+fn build(out: &str, sources: &[PathBuf], inputs: &[PathBuf], flags: &[String]) -> PathBuf {
+    let src = fixtures_dir();
+    let mut hashed = sources.to_vec();
     hashed.push(src.join("fakecuda.h"));
     hashed.extend_from_slice(inputs);
     let tmp = option_env!("CARGO_TARGET_TMPDIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("target/tmp"));
+        .unwrap_or_else(|| repo_root().join("target/tmp"));
     let dir = tmp
         .join("cuda-fixtures")
         .join(hash(&hashed, &format!("{out} {}", flags.join(" "))));
@@ -96,7 +106,7 @@ fn build(out: &str, sources: &[&str], inputs: &[PathBuf], flags: &[String]) -> P
         .arg(&src)
         .arg("-o")
         .arg(&part)
-        .args(&paths)
+        .args(sources)
         .args(flags)
         .arg("-ldl")
         .status()
@@ -125,19 +135,25 @@ fn cupti_flags() -> (Vec<String>, Vec<PathBuf>) {
 fn build_libcuda() -> PathBuf {
     build(
         "libcuda.so.1",
-        &["fake_cuda.c"],
+        &[fixtures_dir().join("fake_cuda.c")],
         &[],
         &["-fPIC", "-shared", "-Wl,-soname,libcuda.so.1"].map(String::from),
     )
 }
 
-/// Link flags of a program that uses the fake driver: the library itself and an rpath to it.
-fn link_libcuda(libcuda: &Path) -> Vec<String> {
-    let dir = libcuda.parent().expect("libcuda dir");
-    vec![
-        libcuda.display().to_string(),
-        format!("-Wl,-rpath,{}", dir.display()),
-    ]
+/// Build (once) a program `out` from `sources` (any paths) that uses the fake driver: compiled
+/// with `fakecuda.h` and the CUPTI headers on the include path, linked against the fake
+/// `libcuda.so.1` with an rpath to it (it runs without LD_LIBRARY_PATH), plus `flags`.
+pub fn build_program(out: &str, sources: &[PathBuf], flags: &[&str]) -> PathBuf {
+    let libcuda = build_libcuda();
+    let (mut all, inputs) = cupti_flags();
+    all.push(libcuda.display().to_string());
+    all.push(format!(
+        "-Wl,-rpath,{}",
+        libcuda.parent().expect("libcuda dir").display()
+    ));
+    all.extend(flags.iter().map(|f| f.to_string()));
+    build(out, sources, &inputs, &all)
 }
 
 /// Build (once) the fake `libcuda.so.1`, the fake `libcupti.so.13` and the target.
@@ -145,13 +161,13 @@ pub fn build_standins() -> Standins {
     let libcuda = build_libcuda();
     let (mut flags, inputs) = cupti_flags();
     flags.extend(["-fPIC", "-shared", "-Wl,-soname,libcupti.so.13"].map(String::from));
-    let libcupti = build("libcupti.so.13", &["fake_cupti.c"], &inputs, &flags);
-    let target = build(
-        "cuda_target",
-        &["cuda_target.c"],
-        &[],
-        &link_libcuda(&libcuda),
+    let libcupti = build(
+        "libcupti.so.13",
+        &[fixtures_dir().join("fake_cupti.c")],
+        &inputs,
+        &flags,
     );
+    let target = build_program("cuda_target", &[fixtures_dir().join("cuda_target.c")], &[]);
     Standins {
         libcuda: libcuda.parent().expect("libcuda dir").to_path_buf(),
         libcupti,
@@ -161,8 +177,5 @@ pub fn build_standins() -> Standins {
 
 /// Build (once) the stand-ins' self-test (selftest.c): `selftest LIBCUPTI STATE_FILE [held]`.
 pub fn build_selftest() -> PathBuf {
-    let libcuda = build_libcuda();
-    let (mut flags, inputs) = cupti_flags();
-    flags.extend(link_libcuda(&libcuda));
-    build("selftest", &["selftest.c"], &inputs, &flags)
+    build_program("selftest", &[fixtures_dir().join("selftest.c")], &[])
 }
