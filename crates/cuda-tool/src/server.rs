@@ -73,12 +73,12 @@ pub fn serve_connection(
     while let Ok((conn_ready, listen_ready)) =
         sock::wait(conn.as_raw_fd(), listener.map(|l| l.as_raw_fd()))
     {
-        if listen_ready {
-            if let Some(l) = listener {
+        // The connection first: a peer that closed it just before a new one connected must
+        // end this session (EOF) rather than have the newcomer refused.
+        if !conn_ready {
+            if let (true, Some(l)) = (listen_ready, listener) {
                 refuse_busy(l);
             }
-        }
-        if !conn_ready {
             continue;
         }
         let msg = match sock::recv(conn) {
