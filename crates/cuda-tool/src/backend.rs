@@ -73,6 +73,28 @@ fn kind_name(k: u32) -> &'static str {
     }
 }
 
+/// Fails early (before anything is enabled) if the database's directory is not writable here.
+fn check_db_dir(db: &std::path::Path) -> Result<(), ToolError> {
+    let dir = db.parent().unwrap_or(std::path::Path::new("/"));
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| {
+        ToolError::new(
+            Code::Unsupported,
+            "ROCPROF_ATTACH_DB contains a NUL byte; send a plain path",
+        )
+    })?;
+    // SAFETY: c is a valid C string.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: trivial getter.
+        let uid = unsafe { libc::geteuid() };
+        return Err(ToolError::new(
+            Code::Internal,
+            format!("the target process (uid {uid}) cannot write the database directory {} ({e}); create it, make it writable by that user, and mind that the path is resolved in the target's mount namespace", dir.display()),
+        ));
+    }
+    Ok(())
+}
+
 fn held(c: &Cupti, what: &str, r: c_int) -> ToolError {
     ToolError::new(
         Code::CuptiHeld,
@@ -105,6 +127,7 @@ impl CuptiBackend {
     fn do_attach(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
         let t0 = Instant::now();
         let mut plan = req.plan()?;
+        check_db_dir(&plan.db)?;
         let c = Self::load(&plan)?;
         if let Some(p) = &plan.cupti {
             if *p != c.path {
@@ -252,6 +275,7 @@ impl CuptiBackend {
                 "clock": "CLOCK_BOOTTIME", "source_clock": "cuptiGetTimestamp",
                 "clock_offset_ns": s.offset, "clock_offset_uncertainty_ns": s.offset_width,
                 "kinds": s.plan.kind_names(), "dropped_records": rows.dropped,
+                "process_start_ns": db::process_start_ns(),
             }),
         };
         let name = |driver: bool, cbid: u32| {

@@ -7,7 +7,8 @@
 //!   `NVIDIA`, `uuid` = last 8 UUID bytes, the full `GPU-...` UUID, SM count (`cu_count`),
 //!   memory and limits in the agent JSON);
 //! - kernels → `rocpd_kernel_dispatch` (dispatch ids 1, 2, ... in record order), one kernel
-//!   symbol per distinct name (code object 1, `memory://cuda`), static shared memory → symbol
+//!   symbol per distinct name (code object 1, `memory://cuda`; display name demangled by the
+//!   process's `__cxa_demangle` when libstdc++ is mapped), static shared memory → symbol
 //!   `group_segment_size`, dynamic shared memory → dispatch `group_segment_size`, local memory
 //!   per thread → `private_segment_size`, registers per thread → `arch_vgpr_count`; workgroup =
 //!   block size, grid = total threads per dimension (`gridDim * blockDim`, rocprofv3's grid in
@@ -106,6 +107,64 @@ pub fn command_line() -> String {
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The process start time (CLOCK_BOOTTIME ns) from `/proc/self/stat`, 0 if unknown.
+pub fn process_start_ns() -> i64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Field 22 (starttime, clock ticks since boot), counted after the ")" closing the name.
+    let ticks = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .and_then(|t| t.parse::<i64>().ok())
+        .unwrap_or(0);
+    // SAFETY: trivial getter.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1);
+    ticks.saturating_mul(1_000_000_000 / hz)
+}
+
+type Demangle = unsafe extern "C" fn(
+    *const libc::c_char,
+    *mut libc::c_char,
+    *mut usize,
+    *mut libc::c_int,
+) -> *mut libc::c_char;
+
+/// Demangles a C++ name with the process's own `__cxa_demangle` (libstdc++ is mapped in any
+/// CUDA runtime process); the name itself when there is none or it does not demangle.
+pub fn demangle(name: &str) -> String {
+    static F: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let f = *F.get_or_init(|| {
+        // SAFETY: dlsym on the default namespace with a valid C string.
+        unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_demangle".as_ptr()) as usize }
+    });
+    if f == 0 || !name.starts_with("_Z") {
+        return name.to_owned();
+    }
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return name.to_owned();
+    };
+    // SAFETY: f is __cxa_demangle; a null buffer makes it malloc the result, freed below.
+    unsafe {
+        let f: Demangle = std::mem::transmute::<usize, Demangle>(f);
+        let mut status = -1;
+        let out = f(
+            c.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut status,
+        );
+        if out.is_null() {
+            return name.to_owned();
+        }
+        let s = std::ffi::CStr::from_ptr(out).to_string_lossy().into_owned();
+        libc::free(out as *mut libc::c_void);
+        if status == 0 {
+            s
+        } else {
+            name.to_owned()
+        }
+    }
 }
 
 fn cpu_model() -> (String, String) {
@@ -293,7 +352,7 @@ pub fn write(
                     id: next,
                     code_object_id: 1,
                     kernel_name: k.name.clone(),
-                    display_name: k.name.clone(),
+                    display_name: demangle(&k.name),
                     group_segment_size: k.static_shared as i64,
                     private_segment_size: k.local_per_thread as i64,
                     arch_vgpr_count: k.registers as i64,
@@ -457,4 +516,26 @@ pub fn write(
     }
     w.finish()?;
     Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangles_with_the_process_libstdcxx() {
+        // Rust test binaries do not map libstdc++: the name comes back as it was.
+        let d = demangle("_Z6kernelPf");
+        assert!(d == "_Z6kernelPf" || d == "kernel(float*)", "{d}");
+        assert_eq!(demangle("plain"), "plain");
+        assert!(process_start_ns() > 0);
+    }
+
+    #[test]
+    fn copy_kinds() {
+        assert_eq!(copy_operation(1).0, "MEMORY_COPY_HOST_TO_DEVICE");
+        assert_eq!(copy_operation(2).0, "MEMORY_COPY_DEVICE_TO_HOST");
+        assert_eq!(copy_operation(8).0, "MEMORY_COPY_DEVICE_TO_DEVICE");
+        assert_eq!(copy_operation(0).0, "MEMORY_COPY_NONE");
+    }
 }

@@ -88,6 +88,9 @@ fn build(dir: &Path) -> Option<(PathBuf, PathBuf)> {
         &d("libcuda.so.1"),
         &format!("-Wl,-rpath,{}", dir.display()),
         "-ldl",
+        // libstdc++ mapped, as in any CUDA runtime process: the tool demangles with it.
+        "-Wl,--no-as-needed",
+        "-lstdc++",
     ]);
     Some((dir.join("harness"), dir.join("libcupti.so.13")))
 }
@@ -242,6 +245,15 @@ fn check_db(db: &Path, pid: u32, tid: i64) {
     kernels.sort();
     let names: Vec<&str> = kernels.iter().map(|k| k.0.as_str()).collect();
     assert_eq!(names, ["_Z5otherv", "_Z6kernelPf", "_Z6kernelPf"]);
+    let shown: Vec<&str> = dims
+        .symbols
+        .values()
+        .map(|s| s.display_name.as_str())
+        .collect();
+    assert!(
+        shown.contains(&"kernel(float*)") && shown.contains(&"other()"),
+        "{shown:?}"
+    );
     assert!(kernels.iter().all(|k| k.1 == tid), "{kernels:?} tid {tid}");
     assert_eq!(kernels[1].2, 4 * 256, "grid = blocks * threads");
     // CLOCK_BOOTTIME, not CUPTI's CLOCK_REALTIME: within the last hour of boot time.
