@@ -269,6 +269,7 @@ impl CuptiBackend {
             init: s.init,
             fini: boottime_ns(),
             offset: s.offset,
+            demangle: s.plan.demangle,
             extdata: serde_json::json!({
                 "backend": "cuda", "tool": "rocprof-attach", "cupti": c.path.display().to_string(),
                 "cupti_version": s.cupti_version, "driver_version": s.cuda.driver_version,

@@ -51,6 +51,8 @@ pub struct SessionInfo {
     pub offset: i64,
     /// The session's JSON for the process `extdata`.
     pub extdata: serde_json::Value,
+    /// Demangle kernel names for display.
+    pub demangle: bool,
 }
 
 /// Row counts written.
@@ -244,6 +246,11 @@ pub fn write(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
+    // As rocprofv3's tool does: the output template may name directories that do not exist yet
+    // (`%hostname%/…`); they are made by the target, as its user.
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
     let mut w = Writer::create(
         path,
         &Guid::from_parts(ms, (pid as u64) ^ session.init as u64),
@@ -352,7 +359,11 @@ pub fn write(
                     id: next,
                     code_object_id: 1,
                     kernel_name: k.name.clone(),
-                    display_name: demangle(&k.name),
+                    display_name: if session.demangle {
+                        demangle(&k.name)
+                    } else {
+                        k.name.clone()
+                    },
                     group_segment_size: k.static_shared as i64,
                     private_segment_size: k.local_per_thread as i64,
                     arch_vgpr_count: k.registers as i64,

@@ -13,11 +13,16 @@
 //! `rocprof_attach_cuda_start` blocks every signal on its thread, names it `rocp-cu-attach`,
 //! and binds its own listening abstract socket `rocprof-attach-cuda.<pid>`
 //! (`SOCK_SEQPACKET | SOCK_CLOEXEC`). If that name is taken (a tool instance already lives in
-//! this process) it returns 1 at once; on a bad payload or a socket failure it returns 2.
-//! Otherwise it connects to the front end's `socket=`, serves that session, and then accepts
-//! on its own socket forever, one session at a time: it never returns, the thread stays blocked
-//! in `accept`/`poll`, the library stays loaded, and the next attach connects straight to
-//! `rocprof-attach-cuda.<pid>`.
+//! this process) it returns 1 at once; on a bad payload (no `socket=`, `version` other than 1)
+//! or a socket failure it returns 2 (3 if it panicked, which it should not). Otherwise it
+//! connects to the front end's `socket=` (if that fails it just goes on listening), serves that
+//! connection, and then accepts on its own socket forever, one connection at a time: it never
+//! returns, the thread stays blocked in `accept`/`poll`, the library stays loaded, and the next
+//! attach connects straight to `rocprof-attach-cuda.<pid>`.
+//!
+//! One connection is served at a time, and it may carry several attach/detach rounds. While it
+//! is open (attached or not), every other connection is accepted, checked (peer uid), sent
+//! `error busy ...` and closed. The front end should close its connection after `detach`.
 //!
 //! # Peers
 //!
@@ -50,9 +55,19 @@
 //!   disable, write the database) and goes back to `accept`.
 //!
 //! Errors: `error <code> <one line: what happened, why, and the fix>`, codes `busy` (a second
-//! concurrent session or a second `attach` is refused), `cupti-missing`, `cupti-held`
-//! (CUPTI error 39, another profiler subscribed), `cupti-old`, `unsupported` (an option CUDA
-//! cannot do, an unknown message), `permission` (peer check), `internal`.
+//! concurrent connection, or a second `attach` on an attached connection), `cupti-missing`,
+//! `cupti-held` (CUPTI error 39 from `cuptiSubscribe`, `cuptiActivityRegisterCallbacks` or
+//! `cuptiActivityEnable`: another profiler holds CUPTI), `cupti-old` (`cuptiGetVersion` below
+//! 18 = CUDA 12.0, or a CUPTI function missing), `unsupported` (an option CUDA cannot do such
+//! as counters or PC sampling, no tracing option at all, a bad `ROCPROF_ATTACH_DB` or
+//! `ROCPROF_ATTACH_BUFFER_BYTES`, an unknown message), `permission` (peer check), `internal`
+//! (`detach` while not attached, the database directory not writable by the target, the
+//! database write failed, a message over 1 MiB, any other CUPTI failure).
+//!
+//! A failed `attach` leaves nothing enabled or subscribed. Settings the CUDA backend has no
+//! counterpart for (`ROCPROF_HSA_*_TRACE`, `ROCPROF_HIP_COMPILER_API_TRACE`,
+//! `ROCPROF_SCRATCH_MEMORY_TRACE`, RCCL, rocDecode, rocJPEG) are accepted and named in `notes`;
+//! other unknown keys are ignored.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -228,6 +243,8 @@ pub struct Plan {
     pub cupti: Option<PathBuf>,
     /// CUPTI buffer size.
     pub buffer_bytes: usize,
+    /// Demangle kernel names for display (`ROCPROF_DEMANGLE_KERNELS`, default on).
+    pub demangle: bool,
     /// Notes for the reply (ignored options and caveats).
     pub notes: Vec<String>,
 }
@@ -253,21 +270,30 @@ impl Plan {
     }
 }
 
-/// Options that ask for something CUDA/CUPTI activity tracing cannot do.
-const UNSUPPORTED: [(&str, &str); 6] = [
+/// Options that ask for something the CUDA backend cannot do: `(variable, what it asks for)`;
+/// refused when the variable is set to anything but a false value, `none` or empty.
+const UNSUPPORTED: [(&str, &str); 8] = [
     (
         "ROCPROF_COUNTER_COLLECTION",
         "hardware counter collection (--pmc)",
     ),
+    ("ROCPROF_SPM_COUNTER_COLLECTION", "SPM counter sampling"),
+    ("ROCPROF_KERNEL_REPLAY", "kernel replay"),
+    (
+        "ROCPROF_PC_SAMPLING_METHOD",
+        "PC sampling (--pc-sampling-*)",
+    ),
     ("ROCPROF_PC_SAMPLING_BETA_ENABLED", "PC sampling"),
     ("ROCPROF_ADVANCED_THREAD_TRACE", "thread trace (--att)"),
-    ("ROCPROF_KOKKOSP_API_TRACE", "Kokkos tracing"),
-    ("ROCPROF_OPENMP_TARGET_TRACE", "OpenMP target tracing"),
-    ("ROCPROF_PC_SAMPLING", "PC sampling"),
+    ("ROCPROF_OMPT_TRACE", "OpenMP tools tracing (--ompt-trace)"),
+    (
+        "ROCPROF_SELECTED_REGIONS",
+        "collection limited to selected ROCTx regions",
+    ),
 ];
 
-/// Options accepted and ignored (no CUDA equivalent), with the note sent back.
-const IGNORED: [(&str, &str); 6] = [
+/// Trace switches accepted and ignored (no CUDA counterpart here): `(prefix, note)`.
+const IGNORED: [(&str, &str); 10] = [
     (
         "ROCPROF_HSA_",
         "HSA API tracing has no CUDA equivalent; ignored",
@@ -292,7 +318,29 @@ const IGNORED: [(&str, &str); 6] = [
         "ROCPROF_ROCJPEG_API_TRACE",
         "rocJPEG tracing has no CUDA equivalent; ignored",
     ),
+    (
+        "ROCPROF_ROCSHMEM_API_TRACE",
+        "rocSHMEM tracing has no CUDA equivalent; ignored",
+    ),
+    (
+        "ROCPROF_HIPFILE_API_TRACE",
+        "hipFile tracing has no CUDA equivalent; ignored",
+    ),
+    (
+        "ROCPROF_KFD_",
+        "KFD event tracing has no CUDA equivalent; ignored",
+    ),
+    (
+        "ROCPROF_HIP_",
+        "HIP graph/event tracing is not implemented for CUDA; ignored",
+    ),
 ];
+
+/// Whether a setting asks for something: not empty, not a false value, not `none`.
+fn requested(v: &str) -> bool {
+    let v = v.trim().to_ascii_lowercase();
+    !matches!(v.as_str(), "" | "0" | "false" | "no" | "off" | "n" | "none")
+}
 
 impl AttachRequest {
     /// Whether `key` is set to a true value.
@@ -303,10 +351,10 @@ impl AttachRequest {
     /// Checks the settings and turns them into a [`Plan`].
     pub fn plan(&self) -> Result<Plan, ToolError> {
         for (key, what) in UNSUPPORTED {
-            if self.flag(key) {
+            if let Some(v) = self.env.get(key).filter(|v| requested(v)) {
                 return Err(ToolError::new(
                     Code::Unsupported,
-                    format!("{key}=1 asks for {what}, which the CUDA backend cannot do; drop that option when attaching to a CUDA process"),
+                    format!("{key}={v} asks for {what}, which the CUDA backend cannot do; drop that option when attaching to a CUDA process"),
                 ));
             }
         }
@@ -338,13 +386,32 @@ impl AttachRequest {
             },
         };
         let mut notes = Vec::new();
+        let handled = [
+            "ROCPROF_HIP_RUNTIME_API_TRACE",
+            "ROCPROF_HIP_COMPILER_API_TRACE",
+        ];
         for (prefix, note) in IGNORED {
-            let on = self
-                .env
-                .iter()
-                .any(|(k, v)| k.starts_with(prefix) && k.ends_with("_TRACE") && truthy(v));
+            let on = self.env.iter().any(|(k, v)| {
+                k.starts_with(prefix)
+                    && k.ends_with("_TRACE")
+                    && (prefix == *k || !handled.contains(&k.as_str()))
+                    && truthy(v)
+            });
             if on {
                 notes.push(note.to_owned());
+            }
+        }
+        let filtered = [
+            ("ROCPROF_KERNEL_FILTER_INCLUDE_REGEX", ".*"),
+            ("ROCPROF_KERNEL_FILTER_EXCLUDE_REGEX", ""),
+            ("ROCPROF_KERNEL_FILTER_RANGE", ""),
+            ("ROCPROF_COLLECTION_PERIOD", ""),
+        ];
+        for (key, neutral) in filtered {
+            if let Some(v) = self.env.get(key).filter(|v| v.trim() != neutral) {
+                notes.push(format!(
+                    "{key}={v} is not implemented for CUDA; every record is kept"
+                ));
             }
         }
         let plan = Plan {
@@ -362,6 +429,10 @@ impl AttachRequest {
                 .filter(|s| !s.trim().is_empty())
                 .map(|s| PathBuf::from(s.trim())),
             buffer_bytes,
+            demangle: self
+                .env
+                .get("ROCPROF_DEMANGLE_KERNELS")
+                .is_none_or(|v| truthy(v)),
             notes,
         };
         let mut plan = plan;
@@ -394,7 +465,18 @@ mod tests {
         assert_eq!(p.db, PathBuf::from("/tmp/x.db"));
         assert_eq!(p.buffer_bytes, DEFAULT_BUFFER_BYTES);
         assert_eq!(p.kind_names(), ["kernel", "runtime", "driver"]);
-        assert_eq!(p.notes.len(), 1);
+        assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
+        assert!(p.demangle);
+        // rocprofv3's defaults ask for nothing unsupported and add no notes.
+        let defaults = "attach\nROCPROF_KERNEL_TRACE=1\nROCPROF_ATTACH_DB=/x.db\nROCPROF_PC_SAMPLING_METHOD=none\n\
+            ROCPROF_COUNTERS=\nROCPROF_KERNEL_FILTER_INCLUDE_REGEX=.*\nROCPROF_HIP_GRAPH_TRACE=0\n\
+            ROCPROF_HIP_COMPILER_API_TRACE=0\nROCPROF_DEMANGLE_KERNELS=0\n";
+        let Message::Attach(a) = Message::parse(defaults.as_bytes()).unwrap() else {
+            panic!()
+        };
+        let p = a.plan().unwrap();
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        assert!(!p.demangle);
     }
 
     #[test]
@@ -418,6 +500,9 @@ mod tests {
         .message
         .contains("counter"));
         assert_eq!(e("hello\n").code, Code::Unsupported);
+        assert!(e("attach\nROCPROF_ATTACH_DB=/a.db\nROCPROF_PC_SAMPLING_METHOD=host_trap\nROCPROF_KERNEL_TRACE=1")
+            .message
+            .contains("ROCPROF_PC_SAMPLING_METHOD=host_trap"));
         assert_eq!(Message::parse(b"detach\n").unwrap(), Message::Detach);
         assert_eq!(ToolError::new(Code::Busy, "a\nb").reply(), "error busy a b");
     }
