@@ -1,0 +1,233 @@
+//! `db::write` on synthetic rows: markers, memsets, every copy direction, repeated correlation
+//! ids, a device only the records know, the clock offset; read back with rocpd's reader.
+
+use rocprof_cuda_tool::cuda::{CudaInfo, Device};
+use rocprof_cuda_tool::db::{self, SessionInfo};
+use rocprof_cuda_tool::records::*;
+use rocprof_rocpd::reader::{AgentIndex, Input};
+
+#[test]
+fn rows_to_rocpd() {
+    let dir = std::env::temp_dir().join(format!("cuda-tool-db-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.db");
+    let mut rows = Collected::default();
+    let k = |corr: u32, device: u32, name: &str| KernelRow {
+        device,
+        stream: 7,
+        start: 1000,
+        end: 2000,
+        grid: [2, 3, 1],
+        block: [128, 2, 1],
+        static_shared: 256,
+        dynamic_shared: 1024,
+        registers: 40,
+        local_per_thread: 16,
+        correlation: corr,
+        name: name.into(),
+    };
+    rows.kernels = vec![k(5, 0, "_Z1av"), k(6, 1, "_Z1bv"), k(5, 0, "_Z1av")];
+    for (i, kind) in [1u8, 2, 8, 9, 0].into_iter().enumerate() {
+        rows.copies.push(CopyRow {
+            copy_kind: kind,
+            bytes: 100 + i as u64,
+            start: 10,
+            end: 20,
+            correlation: 9,
+            ..Default::default()
+        });
+    }
+    rows.copies.push(CopyRow {
+        memset: true,
+        bytes: 64,
+        start: 30,
+        end: 40,
+        device: 1,
+        ..Default::default()
+    });
+    for (driver, corr, tid) in [
+        (false, 5, 111),
+        (true, 5, 111),
+        (false, 9, 222),
+        (false, 6, 333),
+    ] {
+        rows.apis.push(ApiRow {
+            driver,
+            cbid: 211,
+            start: 1,
+            end: 1, // zero length: still a region
+            tid,
+            correlation: corr,
+        });
+    }
+    rows.allocs.push(AllocRow {
+        release: false,
+        address: 0x1000,
+        bytes: 4096,
+        timestamp: 50,
+        device: 0,
+        stream: 7,
+        correlation: 6,
+    });
+    rows.markers = vec![
+        MarkerRow {
+            flags: MARKER_START,
+            timestamp: 100,
+            id: 1,
+            tid: Some(444),
+            name: Some("step".into()),
+        },
+        MarkerRow {
+            flags: MARKER_INSTANTANEOUS,
+            timestamp: 150,
+            id: 2,
+            tid: Some(444),
+            name: Some("tick".into()),
+        },
+        MarkerRow {
+            flags: MARKER_END,
+            timestamp: 200,
+            id: 1,
+            tid: Some(444),
+            name: None,
+        },
+    ];
+    let cuda = CudaInfo {
+        path: None,
+        driver_version: 13000,
+        devices: vec![Device {
+            ordinal: 0,
+            name: "NVIDIA H100".into(),
+            uuid: [7; 16],
+            sm_count: 132,
+            cc: (9, 0),
+            memory: 80 << 30,
+            warp_size: 32,
+            ..Default::default()
+        }],
+    };
+    let session = SessionInfo {
+        init: 5,
+        fini: 6,
+        offset: 1_000_000,
+        extdata: serde_json::json!({"clock": "CLOCK_BOOTTIME"}),
+        demangle: false,
+    };
+    let name = |driver: bool, cbid: u32| format!("{}{cbid}", if driver { "cu" } else { "cuda" });
+    let counts = db::write(&path, &rows, &cuda, &session, &name).unwrap();
+    assert_eq!(
+        (
+            counts.kernels,
+            counts.copies,
+            counts.api,
+            counts.allocations
+        ),
+        (3, 6, 6, 1)
+    );
+
+    let input = Input::open(&path).unwrap();
+    let sources = input.sources().unwrap();
+    let src = &sources[0];
+    let dims = src.dims(AgentIndex::Absolute).unwrap();
+    assert_eq!(
+        dims.agents.len(),
+        3,
+        "CPU, the known GPU and device 1 from the records"
+    );
+    assert_eq!(dims.agents[&1].product_name, "NVIDIA H100");
+    assert_eq!(dims.agents[&1].name, "sm_90");
+    assert_eq!(dims.symbols.len(), 2);
+    let mut dispatches = Vec::new();
+    src.dispatches(|d| {
+        dispatches.push((
+            d.tid,
+            d.agent_id,
+            d.grid,
+            d.workgroup,
+            d.start,
+            d.group_segment_size,
+        ));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(dispatches.len(), 3);
+    assert_eq!(
+        dispatches[0],
+        (111, 1, [256, 6, 1], [128, 2, 1], 1_001_000, 1024)
+    );
+    assert_eq!(dispatches[1].0, 333);
+    assert_eq!(dispatches[1].1, 2);
+    let mut copies = Vec::new();
+    src.memory_copies(|c| {
+        copies.push((
+            dims.string(c.name_id).to_owned(),
+            c.src_agent_id,
+            c.dst_agent_id,
+            c.size,
+            c.tid,
+        ));
+        Ok(())
+    })
+    .unwrap();
+    copies.sort();
+    assert!(copies.contains(&(
+        "MEMORY_COPY_HOST_TO_DEVICE".into(),
+        Some(0),
+        Some(1),
+        100,
+        222
+    )));
+    assert!(copies.contains(&(
+        "MEMORY_COPY_DEVICE_TO_HOST".into(),
+        Some(1),
+        Some(0),
+        101,
+        222
+    )));
+    assert!(copies.contains(&(
+        "MEMORY_SET".into(),
+        Some(2),
+        Some(2),
+        64,
+        std::process::id() as i64
+    )));
+    let mut apis = Vec::new();
+    src.api_calls(|a| {
+        apis.push((
+            dims.string(a.category_id).to_owned(),
+            dims.string(a.name_id).to_owned(),
+            a.tid,
+            a.id,
+            a.end - a.start,
+            a.message.clone(),
+        ));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(apis.len(), 6);
+    let ids: std::collections::HashSet<i64> = apis.iter().map(|a| a.3).collect();
+    assert_eq!(ids.len(), 6, "region ids unique: {apis:?}");
+    assert!(apis
+        .iter()
+        .any(|a| a.0 == db::RUNTIME_KIND && a.1 == "cuda211" && a.3 == 5));
+    assert!(apis
+        .iter()
+        .any(|a| a.0 == db::DRIVER_KIND && a.1 == "cu211" && a.3 != 5));
+    let marker: Vec<_> = apis.iter().filter(|a| a.0 == "MARKER_CORE_API").collect();
+    assert_eq!(marker.len(), 2, "{apis:?}");
+    assert!(marker
+        .iter()
+        .any(|m| m.1 == "step" && m.4 == 100 && m.2 == 444));
+    assert!(marker.iter().any(|m| m.1 == "tick" && m.4 == 0));
+    let mut allocs = Vec::new();
+    src.memory_allocations(|m| {
+        allocs.push((m.operation, m.agent_id, m.size, m.tid, m.start));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        allocs,
+        [("MEMORY_ALLOCATION_ALLOCATE", Some(1), 4096, 333, 1_000_050)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
