@@ -276,6 +276,7 @@ impl CuptiBackend {
                 "clock": "CLOCK_BOOTTIME", "source_clock": "cuptiGetTimestamp",
                 "clock_offset_ns": s.offset, "clock_offset_uncertainty_ns": s.offset_width,
                 "kinds": s.plan.kind_names(), "dropped_records": rows.dropped,
+                "ignored_records": rows.other,
                 "process_start_ns": db::process_start_ns(),
             }),
         };
@@ -285,7 +286,7 @@ impl CuptiBackend {
             } else {
                 cupti::CUPTI_CB_DOMAIN_RUNTIME_API
             };
-            c.callback_name(domain, cbid)
+            db::api_display_name(&c.callback_name(domain, cbid)).to_owned()
         };
         let counts = db::write(&s.plan.db, &rows, &s.cuda, &info, &name).map_err(|e| {
             ToolError::new(

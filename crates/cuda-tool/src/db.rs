@@ -17,7 +17,8 @@
 //!   HOST_TO_HOST,NONE}` between the CPU agent and the GPU agent; memset → `rocpd_memory_copy`
 //!   with operation `MEMORY_SET`, source = destination = the GPU;
 //! - runtime/driver API → regions of kind [`RUNTIME_KIND`] / [`DRIVER_KIND`] named by
-//!   `cuptiGetCallbackName`, region id = CUPTI correlation id;
+//!   `cuptiGetCallbackName` less its `_vNNNN` version suffix ([`api_display_name`]), region id
+//!   = CUPTI correlation id (a repeated id gets a fresh one above 2^40);
 //! - MEMORY2 → `rocpd_memory_allocate` (`MEMORY_ALLOCATION_ALLOCATE` / `_FREE`, start = end);
 //! - NVTX markers → `MARKER_CORE_API` regions (start/end pairs) or samples (instantaneous).
 //!
@@ -101,6 +102,20 @@ fn fnv(s: &str) -> i64 {
     (h & 0x7fff_ffff_ffff_ffff) as i64
 }
 
+/// An API name as users know it: CUPTI's callback names carry the version the entry point
+/// appeared in (`cudaLaunchKernel_v7000`), which is dropped; real symbol suffixes of one or
+/// two digits (`cuMemAlloc_v2`) stay.
+pub fn api_display_name(cupti_name: &str) -> &str {
+    match cupti_name.rsplit_once("_v") {
+        Some((base, ver))
+            if !base.is_empty() && ver.len() >= 4 && ver.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
+        _ => cupti_name,
+    }
+}
+
 /// `/proc/self/cmdline` with arguments joined by spaces.
 pub fn command_line() -> String {
     let raw = std::fs::read("/proc/self/cmdline").unwrap_or_default();
@@ -133,12 +148,29 @@ type Demangle = unsafe extern "C" fn(
 ) -> *mut libc::c_char;
 
 /// Demangles a C++ name with the process's own `__cxa_demangle` (libstdc++ is mapped in any
-/// CUDA runtime process); the name itself when there is none or it does not demangle.
+/// CUDA runtime process; found globally or, for a library loaded `RTLD_LOCAL` as Python
+/// extensions load theirs, through `dlopen(RTLD_NOLOAD)`); the name itself when there is none
+/// or it does not demangle.
 pub fn demangle(name: &str) -> String {
     static F: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let f = *F.get_or_init(|| {
-        // SAFETY: dlsym on the default namespace with a valid C string.
-        unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_demangle".as_ptr()) as usize }
+        // SAFETY: dlsym/dlopen with valid C strings; RTLD_NOLOAD never loads anything, and the
+        // handle it returns (a reference) is never closed.
+        unsafe {
+            let global = libc::dlsym(libc::RTLD_DEFAULT, c"__cxa_demangle".as_ptr());
+            if !global.is_null() {
+                return global as usize;
+            }
+            // Python extensions load libstdc++ RTLD_LOCAL: ask the mapped library itself.
+            let h = libc::dlopen(
+                c"libstdc++.so.6".as_ptr(),
+                libc::RTLD_NOW | libc::RTLD_NOLOAD,
+            );
+            if h.is_null() {
+                return 0;
+            }
+            libc::dlsym(h, c"__cxa_demangle".as_ptr()) as usize
+        }
     });
     if f == 0 || !name.starts_with("_Z") {
         return name.to_owned();
@@ -540,6 +572,21 @@ mod tests {
         assert!(d == "_Z6kernelPf" || d == "kernel(float*)", "{d}");
         assert_eq!(demangle("plain"), "plain");
         assert!(process_start_ns() > 0);
+    }
+
+    #[test]
+    fn api_names() {
+        assert_eq!(
+            api_display_name("cudaLaunchKernel_v7000"),
+            "cudaLaunchKernel"
+        );
+        assert_eq!(
+            api_display_name("cudaStreamIsCapturing_v10000"),
+            "cudaStreamIsCapturing"
+        );
+        assert_eq!(api_display_name("cuMemAlloc_v2"), "cuMemAlloc_v2");
+        assert_eq!(api_display_name("cuLaunchKernel"), "cuLaunchKernel");
+        assert_eq!(api_display_name("_v1234"), "_v1234");
     }
 
     #[test]
