@@ -277,7 +277,7 @@ impl CuptiBackend {
                 "clock_offset_ns": s.offset, "clock_offset_uncertainty_ns": s.offset_width,
                 "kinds": s.plan.kind_names(), "dropped_records": rows.dropped,
                 "ignored_records": rows.other,
-                "process_start_ns": db::process_start_ns(),
+                "process_start_ns": crate::host::process_start_ns(),
             }),
         };
         let name = |driver: bool, cbid: u32| {

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod cuda;
 pub mod cupti;
 pub mod db;
+pub mod host;
 pub mod protocol;
 pub mod records;
 pub mod server;
