@@ -40,11 +40,12 @@
 //!   `ROCPROF_HIP_RUNTIME_API_TRACE`, `ROCPROF_HIP_COMPILER_API_TRACE`,
 //!   `ROCPROF_MARKER_API_TRACE`, `ROCPROF_HSA_*`, ...; values `1`/`0`/`true`/`false`/`yes`/
 //!   `no`/`on`/`off`) plus `ROCPROF_ATTACH_DB=<absolute path>` (required),
-//!   `ROCPROF_ATTACH_CUPTI=<path>`, `ROCPROF_ATTACH_CUDA_DRIVER_API=1` and
+//!   `ROCPROF_ATTACH_CUPTI=<path>`, `ROCPROF_ATTACH_CUDA_DRIVER_API=1` (the front end sends it
+//!   for `--hip-trace`, i.e. with `ROCPROF_HIP_COMPILER_API_TRACE=1`) and
 //!   `ROCPROF_ATTACH_BUFFER_BYTES=<n>` (default 8 MiB, 64 KiB to 256 MiB).
 //!   CUPTI activity kinds enabled: kernel trace → `CONCURRENT_KERNEL`; memory copy trace →
-//!   `MEMCPY` and `MEMSET`; HIP runtime API trace → `RUNTIME` (and `DRIVER` with
-//!   `ROCPROF_ATTACH_CUDA_DRIVER_API=1`); memory allocation trace → `MEMORY2`; marker trace →
+//!   `MEMCPY` and `MEMSET`; HIP runtime API trace → `RUNTIME`;
+//!   `ROCPROF_ATTACH_CUDA_DRIVER_API=1` → `DRIVER` (with or without the runtime); memory allocation trace → `MEMORY2`; marker trace →
 //!   `MARKER` (NVTX). Reply: `ok {"cupti":path,"cupti_version":N,"driver_version":N,
 //!   "kinds":[...],"enable_us":N,"notes":[...]}`.
 //! - `detach\n`: flush (`cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)`), disable
@@ -66,8 +67,10 @@
 //!
 //! A failed `attach` leaves nothing enabled or subscribed. Settings the CUDA backend has no
 //! counterpart for (`ROCPROF_HSA_*_TRACE`, `ROCPROF_HIP_COMPILER_API_TRACE`,
-//! `ROCPROF_SCRATCH_MEMORY_TRACE`, RCCL, rocDecode, rocJPEG) are accepted and named in `notes`;
-//! other unknown keys are ignored.
+//! `ROCPROF_SCRATCH_MEMORY_TRACE`, `ROCPROF_OMPT_TRACE` (all implied by `--sys-trace`), RCCL,
+//! rocDecode, rocJPEG, ...) are accepted and named in `notes`, as are kernel filters, collection
+//! periods and kernel renaming, which the CUDA backend does not implement; other unknown keys
+//! are ignored.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -285,7 +288,7 @@ const UNSUPPORTED: [(&str, &str); 8] = [
     ),
     ("ROCPROF_PC_SAMPLING_BETA_ENABLED", "PC sampling"),
     ("ROCPROF_ADVANCED_THREAD_TRACE", "thread trace (--att)"),
-    ("ROCPROF_OMPT_TRACE", "OpenMP tools tracing (--ompt-trace)"),
+    ("ROCPROF_COUNTERS", "hardware counters (--pmc)"),
     (
         "ROCPROF_SELECTED_REGIONS",
         "collection limited to selected ROCTx regions",
@@ -293,7 +296,7 @@ const UNSUPPORTED: [(&str, &str); 8] = [
 ];
 
 /// Trace switches accepted and ignored (no CUDA counterpart here): `(prefix, note)`.
-const IGNORED: [(&str, &str); 10] = [
+const IGNORED: [(&str, &str); 11] = [
     (
         "ROCPROF_HSA_",
         "HSA API tracing has no CUDA equivalent; ignored",
@@ -329,6 +332,10 @@ const IGNORED: [(&str, &str); 10] = [
     (
         "ROCPROF_KFD_",
         "KFD event tracing has no CUDA equivalent; ignored",
+    ),
+    (
+        "ROCPROF_OMPT_TRACE",
+        "OpenMP tools tracing is not available for CUDA processes; ignored",
     ),
     (
         "ROCPROF_HIP_",
@@ -390,11 +397,14 @@ impl AttachRequest {
             "ROCPROF_HIP_RUNTIME_API_TRACE",
             "ROCPROF_HIP_COMPILER_API_TRACE",
         ];
+        // The HIP compiler API switch stands for the driver API when the front end asked for it.
+        let driver = self.flag("ROCPROF_ATTACH_CUDA_DRIVER_API");
         for (prefix, note) in IGNORED {
             let on = self.env.iter().any(|(k, v)| {
                 k.starts_with(prefix)
                     && k.ends_with("_TRACE")
                     && (prefix == *k || !handled.contains(&k.as_str()))
+                    && !(driver && k == "ROCPROF_HIP_COMPILER_API_TRACE")
                     && truthy(v)
             });
             if on {
@@ -406,6 +416,7 @@ impl AttachRequest {
             ("ROCPROF_KERNEL_FILTER_EXCLUDE_REGEX", ""),
             ("ROCPROF_KERNEL_FILTER_RANGE", ""),
             ("ROCPROF_COLLECTION_PERIOD", ""),
+            ("ROCPROF_KERNEL_RENAME", "0"),
         ];
         for (key, neutral) in filtered {
             if let Some(v) = self.env.get(key).filter(|v| v.trim() != neutral) {
@@ -418,8 +429,8 @@ impl AttachRequest {
             kernels: self.flag("ROCPROF_KERNEL_TRACE"),
             copies: self.flag("ROCPROF_MEMORY_COPY_TRACE"),
             runtime_api: self.flag("ROCPROF_HIP_RUNTIME_API_TRACE"),
-            driver_api: self.flag("ROCPROF_HIP_RUNTIME_API_TRACE")
-                && self.flag("ROCPROF_ATTACH_CUDA_DRIVER_API"),
+            // The front end sets it for --hip-trace (the HIP compiler API switch).
+            driver_api: self.flag("ROCPROF_ATTACH_CUDA_DRIVER_API"),
             allocations: self.flag("ROCPROF_MEMORY_ALLOCATION_TRACE"),
             markers: self.flag("ROCPROF_MARKER_API_TRACE"),
             db,
@@ -467,6 +478,17 @@ mod tests {
         assert_eq!(p.kind_names(), ["kernel", "runtime", "driver"]);
         assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
         assert!(p.demangle);
+        // What the front end sends for --sys-trace: accepted, with notes, driver API on.
+        let sys = "attach\nROCPROF_HIP_RUNTIME_API_TRACE=1\nROCPROF_HIP_COMPILER_API_TRACE=1\n\
+            ROCPROF_OMPT_TRACE=1\nROCPROF_SCRATCH_MEMORY_TRACE=1\nROCPROF_KERNEL_TRACE=1\n\
+            ROCPROF_HSA_CORE_API_TRACE=1\nROCPROF_ATTACH_CUDA_DRIVER_API=1\nROCPROF_ATTACH_DB=/x.db\n";
+        let Message::Attach(a) = Message::parse(sys.as_bytes()).unwrap() else {
+            panic!()
+        };
+        let p = a.plan().unwrap();
+        assert!(p.runtime_api && p.driver_api && p.kernels);
+        assert_eq!(p.notes.len(), 3, "{:?}", p.notes);
+        assert!(!p.notes.iter().any(|n| n.contains("compiler")));
         // rocprofv3's defaults ask for nothing unsupported and add no notes.
         let defaults = "attach\nROCPROF_KERNEL_TRACE=1\nROCPROF_ATTACH_DB=/x.db\nROCPROF_PC_SAMPLING_METHOD=none\n\
             ROCPROF_COUNTERS=\nROCPROF_KERNEL_FILTER_INCLUDE_REGEX=.*\nROCPROF_HIP_GRAPH_TRACE=0\n\
