@@ -57,6 +57,12 @@ fn refuse_busy(listener: &OwnedFd) {
                 "a session is already active on this process and a second concurrent session is refused; detach the first one (or let it end) and attach again",
             );
             let _ = sock::send(&c, e.reply().as_bytes());
+            // A front end sends `attach` right after connecting; closing before it arrives
+            // would fail its send (EPIPE) before it reads the refusal. Take that message
+            // (bounded wait) so the refusal is what it sees.
+            if sock::readable_within(&c, 2000) {
+                let _ = sock::recv(&c);
+            }
         }
     }
 }

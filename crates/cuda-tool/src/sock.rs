@@ -216,3 +216,14 @@ pub fn wait(a: RawFd, b: Option<RawFd>) -> io::Result<(bool, bool)> {
         return Ok((fds[0].revents != 0, fds[1].revents != 0));
     }
 }
+
+/// Waits up to `ms` milliseconds for `fd` to become readable (or hung up).
+pub fn readable_within(fd: &OwnedFd, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, ms) > 0 }
+}

@@ -90,6 +90,8 @@ fn second_session_is_busy_and_socket_name_is_single() {
     });
     assert!(ask(&fe, ATTACH).starts_with("ok "));
     let second = sock::connect(&name).unwrap();
+    // The front end's way: send first, then read; the refusal must be what it reads.
+    sock::send(&second, ATTACH.as_bytes()).expect("the refused connection takes the message");
     match sock::recv(&second).unwrap() {
         Received::Message(m) => {
             let text = String::from_utf8(m).unwrap();

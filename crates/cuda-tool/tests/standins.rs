@@ -411,6 +411,7 @@ fn attach_work_detach_reattach_in_a_standin_process() {
     // A third connection meanwhile is refused.
     let conn3 = sock::connect(&format!("rocprof-attach-cuda.{}", h.pid)).unwrap();
     timeouts(&conn3);
+    sock::send(&conn3, attach_msg(&dir.join("three.db")).as_bytes()).unwrap();
     match sock::recv(&conn3).unwrap() {
         Received::Message(m) => assert!(String::from_utf8_lossy(&m).starts_with("error busy ")),
         other => panic!("{other:?}"),
