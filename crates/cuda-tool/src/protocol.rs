@@ -22,7 +22,9 @@
 //!
 //! One connection is served at a time, and it may carry several attach/detach rounds. While it
 //! is open (attached or not), every other connection is accepted, checked (peer uid), sent
-//! `error busy ...` and closed. The front end should close its connection after `detach`.
+//! `error busy ...` and closed after its first message (if one comes within 2 s: a client that
+//! sends `attach` first then reads the refusal instead of failing with EPIPE). The same goes for
+//! `error permission`. The front end should close its connection after `detach`.
 //!
 //! # Peers
 //!

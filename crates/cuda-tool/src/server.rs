@@ -25,6 +25,16 @@ fn reply(conn: &OwnedFd, r: Result<serde_json::Value, ToolError>) -> bool {
     sock::send(conn, text.as_bytes()).is_ok()
 }
 
+/// Sends `e` on a connection about to be closed. A front end sends `attach` right after
+/// connecting; closing before it arrives would fail its send (EPIPE) before it reads the
+/// refusal, so that message is taken first (waiting at most 2 s).
+fn refuse(conn: &OwnedFd, e: &ToolError) {
+    let _ = sock::send(conn, e.reply().as_bytes());
+    if sock::readable_within(conn, 2000) {
+        let _ = sock::recv(conn);
+    }
+}
+
 /// Refuses `conn` if its peer is neither root nor our uid (sending `error permission`);
 /// true if it may be served.
 pub fn check_peer(conn: &OwnedFd) -> bool {
@@ -35,7 +45,7 @@ pub fn check_peer(conn: &OwnedFd) -> bool {
                 Code::Permission,
                 format!("the connecting process runs as uid {uid}, this process as uid {}; only root or the same user may attach: run rocprof-attach as that user or as root", unsafe { libc::geteuid() }),
             );
-            let _ = sock::send(conn, e.reply().as_bytes());
+            refuse(conn, &e);
             false
         }
         Err(e) => {
@@ -43,7 +53,7 @@ pub fn check_peer(conn: &OwnedFd) -> bool {
                 Code::Permission,
                 format!("cannot read the peer's credentials ({e}); connect through a unix socket of this host"),
             );
-            let _ = sock::send(conn, e.reply().as_bytes());
+            refuse(conn, &e);
             false
         }
     }
@@ -56,13 +66,7 @@ fn refuse_busy(listener: &OwnedFd) {
                 Code::Busy,
                 "a session is already active on this process and a second concurrent session is refused; detach the first one (or let it end) and attach again",
             );
-            let _ = sock::send(&c, e.reply().as_bytes());
-            // A front end sends `attach` right after connecting; closing before it arrives
-            // would fail its send (EPIPE) before it reads the refusal. Take that message
-            // (bounded wait) so the refusal is what it sees.
-            if sock::readable_within(&c, 2000) {
-                let _ = sock::recv(&c);
-            }
+            refuse(&c, &e);
         }
     }
 }
