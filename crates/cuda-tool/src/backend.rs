@@ -73,9 +73,12 @@ fn kind_name(k: u32) -> &'static str {
     }
 }
 
-/// Fails early (before anything is enabled) if the database's directory is not writable here.
+/// Makes the database's directory (as rocprofv3's tool does: the output template may name
+/// directories that do not exist yet, such as `%hostname%/`), as the target's user, and fails
+/// early (before anything is enabled) if it is not writable here.
 fn check_db_dir(db: &std::path::Path) -> Result<(), ToolError> {
     let dir = db.parent().unwrap_or(std::path::Path::new("/"));
+    let _ = std::fs::create_dir_all(dir);
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| {
         ToolError::new(
             Code::Unsupported,

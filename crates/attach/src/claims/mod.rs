@@ -90,7 +90,13 @@ impl Claim {
         let (file, found, writable) = lock(&dir, &name, pid)?;
         let found = found.filter(|r| r.target_pid == pid && r.target_start == target_start);
         let owner = file.metadata().map(|m| m.uid()).unwrap_or(0);
-        let active = found.as_ref().filter(|r| r.state.active());
+        // A CUDA session whose front end is gone ended by itself: the tool detaches when its
+        // connection closes (docs/cuda.md). Only a failed detach leaves one to finish.
+        let ended_by_itself =
+            |r: &Record| r.state != State::Stranded && crate::cuda::detaches_by_itself(pid);
+        let active = found
+            .as_ref()
+            .filter(|r| r.state.active() && !ended_by_itself(r));
         match (purpose, active) {
             (Purpose::Attach, Some(r)) => return Err(stranded(pid, r, owner)),
             (Purpose::Finish, None) => {

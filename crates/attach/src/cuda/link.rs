@@ -24,17 +24,29 @@ pub const ENABLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the tool may take to flush and write its database.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// rocprofv3 options CUDA has no equivalent for: the variable and the option named in the error.
-const UNSUPPORTED: [(&str, &str); 8] = [
+/// rocprofv3 features CUDA has no equivalent for: the variable and the option named in the
+/// error. (Trace switches CUDA has no equivalent for, such as scratch memory or RCCL, are implied
+/// by `--runtime-trace` and `--sys-trace`: they are left out quietly, see [`TRACED`].)
+const UNSUPPORTED: [(&str, &str); 3] = [
     ("ROCPROF_COUNTERS", "--pmc"),
     ("ROCPROF_ADVANCED_THREAD_TRACE", "--advanced-thread-trace"),
     ("ROCPROF_PC_SAMPLING_BETA_ENABLED", "--pc-sampling"),
-    ("ROCPROF_SCRATCH_MEMORY_TRACE", "--scratch-memory-trace"),
-    ("ROCPROF_RCCL_API_TRACE", "--rccl-trace"),
-    ("ROCPROF_ROCDECODE_API_TRACE", "--rocdecode-trace"),
-    ("ROCPROF_ROCJPEG_API_TRACE", "--rocjpeg-trace"),
-    ("ROCPROF_KOKKOS_TRACE", "--kokkos-trace"),
 ];
+
+/// The trace switches the CUDA tool maps to CUPTI activity kinds (docs/cuda.md).
+const TRACED: [&str; 6] = [
+    "ROCPROF_KERNEL_TRACE",
+    "ROCPROF_MEMORY_COPY_TRACE",
+    "ROCPROF_MEMORY_ALLOCATION_TRACE",
+    "ROCPROF_HIP_RUNTIME_API_TRACE",
+    "ROCPROF_HIP_COMPILER_API_TRACE",
+    "ROCPROF_MARKER_API_TRACE",
+];
+
+fn on(env: &EnvList, var: &str) -> bool {
+    env.get(var)
+        .is_some_and(|v| !v.trim().is_empty() && !matches!(v.trim(), "0" | "false" | "no" | "off"))
+}
 
 /// An attached CUDA process: the open connection to its tool.
 #[derive(Clone)]
@@ -113,6 +125,16 @@ fn refuse_unsupported(pid: i32, env: &EnvList) -> Result<()> {
                 ),
             });
         }
+    }
+    if !TRACED.iter().any(|v| on(env, v)) {
+        return Err(Error::NotAttachable {
+            pid,
+            reason:
+                "none of the options asks for something CUDA can trace. Fix: add --kernel-trace, \
+                     --memory-copy-trace, --memory-allocation-trace, --runtime-trace, --hip-trace, \
+                     --marker-trace or --sys-trace"
+                    .into(),
+        });
     }
     Ok(())
 }
@@ -305,7 +327,9 @@ fn load(p: &Planned, facts: &Facts, injector: &dyn Injector) -> Result<(OwnedFd,
     })
 }
 
-/// Have the tool stop tracing and write its database.
+/// Have the tool stop tracing and write its database. A reply that reports an error still means
+/// tracing stopped (the tool disables everything before it writes): [`Error::NoOutput`]. Only a
+/// tool that does not answer may still trace: [`Error::DetachFailed`].
 pub fn detach(pid: i32, link: &Link) -> Result<Finished> {
     let failed = |reason: String| Error::DetachFailed { pid, reason };
     channel::send_message(&link.conn, "detach\n").map_err(|e| failed(e.to_string()))?;
@@ -318,7 +342,12 @@ pub fn detach(pid: i32, link: &Link) -> Result<Finished> {
                 WRITE_TIMEOUT.as_secs()
             ))
         })?;
-    parse_reply(&reply).map_err(failed)
+    parse_reply(&reply).map_err(|why| {
+        Error::NoOutput(format!(
+            "process {pid}: tracing stopped, but our CUDA tool could not write {}: {why}",
+            link.db.display()
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -342,7 +371,13 @@ mod tests {
         let e = refuse_unsupported(1, &env).unwrap_err().to_string();
         assert!(e.contains("--pmc"), "{e}");
         let mut env = EnvList::default();
-        env.set("ROCPROF_SCRATCH_MEMORY_TRACE", "0");
+        env.set("ROCPROF_SCRATCH_MEMORY_TRACE", "1");
+        let e = refuse_unsupported(1, &env).unwrap_err().to_string();
+        assert!(
+            e.contains("nothing") || e.contains("none of the options"),
+            "{e}"
+        );
+        env.set("ROCPROF_KERNEL_TRACE", "1");
         assert!(refuse_unsupported(1, &env).is_ok());
     }
 }

@@ -81,6 +81,21 @@ pub fn is_driver_path(path: &str) -> bool {
             .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
+/// True for a process the CUDA backend serves (no `rocp-bg-attach` listener; our tool's thread,
+/// or the CUDA driver mapped): its sessions end by themselves when their front end goes away.
+pub fn detaches_by_itself(pid: i32) -> bool {
+    use rocprof_engine::procfs;
+    let named = |n: &str| procfs::threads_named(pid, n).is_ok_and(|t| !t.is_empty());
+    if named(crate::preflight::LISTENER_COMM) {
+        return false;
+    }
+    named(TOOL_COMM)
+        || procfs::maps(pid).is_ok_and(|m| {
+            m.iter()
+                .any(|m| m.path.as_deref().is_some_and(is_driver_path))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -205,8 +205,6 @@ pub fn tool_library(pid: i32) -> Result<PathBuf> {
     } else if let Ok(exe) = std::env::current_exe() {
         if let Some(dir) = exe.parent() {
             candidates.push(dir.join(TOOL_FILE));
-            // Test binaries live in target/<profile>/deps.
-            candidates.push(dir.join("..").join(TOOL_FILE));
             candidates.push(dir.join("../lib/rocprof-attach").join(TOOL_FILE));
         }
     }

@@ -1,0 +1,462 @@
+//! The CUDA backend end to end (issue 20, docs/cuda.md), on the GPU-free stand-ins of
+//! tests/fixtures/cuda: a plain process that maps a fake `libcuda.so.1` (and, like PyTorch, a
+//! `libcupti.so.13` built on NVIDIA's real CUPTI headers) is attached with no opt-in, traced,
+//! detached, attached again; what CUDA cannot do, a process with no safe thread and a CUPTI held
+//! by another subscriber are refused with the target untouched; a front end killed at each step
+//! of the spawn or during the window leaves the target alive, attachable, and with no activity
+//! enabled.
+//!
+//! The fake CUPTI writes its state (`subscribed=… callbacks=… enabled=… dropped=…`) to the file
+//! named by `FAKE_CUPTI_STATE` after every change: that is how the tests see what is enabled.
+
+mod common;
+#[path = "common/cuda.rs"]
+mod cuda;
+
+use common::{rocprof_attach, wait_until};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Our CUDA tool library, built by cargo beside the binary (`cargo build`) or in deps/ (the
+/// workspace's tests build it there): the newer of the two.
+fn tool() -> PathBuf {
+    let dir = common::bin().parent().expect("bin dir").to_path_buf();
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let found = [
+        dir.join("librocprof_cuda_tool.so"),
+        dir.join("deps/librocprof_cuda_tool.so"),
+    ]
+    .into_iter()
+    .filter(|p| p.is_file())
+    .max_by_key(modified);
+    if let Some(p) = found {
+        return p;
+    }
+    // `cargo nextest run --test cuda` alone does not build other packages' libraries.
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "-p", "rocprof-cuda-tool"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "cargo build -p rocprof-cuda-tool");
+    dir.join("librocprof_cuda_tool.so")
+}
+
+/// A running stand-in target and its scratch directory.
+struct Target {
+    child: Child,
+    pid: i32,
+    dir: tempfile::TempDir,
+}
+
+impl Target {
+    /// Start the target (with its CUPTI mapped unless `--no-cupti` is in `args`) and wait for
+    /// its `ready` line.
+    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Target {
+        let s = cuda::build_standins();
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(&s.target);
+        if !args.contains(&"--no-cupti") {
+            cmd.arg("--with-cupti").arg(&s.libcupti);
+        }
+        cmd.args(args.iter().filter(|a| **a != "--no-cupti"))
+            .env("FAKE_CUPTI_STATE", dir.path().join("state"))
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("start cuda_target");
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("cuda_target prints ready within 20 s");
+            if line == "ready" {
+                break;
+            }
+        }
+        let pid = child.id() as i32;
+        Target { child, pid, dir }
+    }
+
+    /// The fake CUPTI's last state line ("" before its first change).
+    fn state(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("state")).unwrap_or_default()
+    }
+
+    /// Enabled activity kinds (CUPTI's numbers), as the fake CUPTI last wrote them.
+    fn enabled(&self) -> Vec<u32> {
+        let state = self.state();
+        let list = state
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("enabled="))
+            .unwrap_or("");
+        list.split(',').filter_map(|k| k.parse().ok()).collect()
+    }
+
+    fn threads(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        for e in std::fs::read_dir(format!("/proc/{}/task", self.pid)).unwrap() {
+            let tid = e.unwrap().file_name();
+            let comm = std::fs::read_to_string(format!(
+                "/proc/{}/task/{}/comm",
+                self.pid,
+                tid.to_str().unwrap()
+            ))
+            .unwrap_or_default();
+            names.push(comm.trim().to_string());
+        }
+        names
+    }
+
+    /// The mapped files and the executable mappings (anonymous data mappings come and go as
+    /// malloc arenas grow and shrink).
+    fn maps(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap();
+        text.lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 5 || f.get(1).is_some_and(|p| p.contains('x'))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn out(&self) -> PathBuf {
+        self.dir.path().join("out")
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run rocprof-attach on `t` with `args` (after `-p PID -d OUT`), our tool library given.
+fn session(t: &Target, args: &[&str]) -> (i32, String, String) {
+    let run = start(t, args, &[]);
+    run.finish()
+}
+
+fn start(t: &Target, args: &[&str], env: &[(&str, &str)]) -> common::Run {
+    let pid = t.pid.to_string();
+    let out = t.out();
+    let tool = tool();
+    let mut all = vec!["-p", &pid, "-d", out.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let mut env: Vec<(&str, &str)> = env.to_vec();
+    env.push(("ROCPROF_ATTACH_CUDA_TOOL", tool.to_str().unwrap()));
+    rocprof_attach(&all, &env)
+}
+
+fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut st = c.prepare(sql).unwrap();
+    let n = st.column_count();
+    st.query_map([], |r| {
+        Ok((0..n)
+            .map(|i| {
+                r.get::<_, rusqlite::types::Value>(i).map(|v| match v {
+                    rusqlite::types::Value::Text(s) => s,
+                    rusqlite::types::Value::Integer(i) => i.to_string(),
+                    rusqlite::types::Value::Real(f) => f.to_string(),
+                    rusqlite::types::Value::Null => "NULL".into(),
+                    rusqlite::types::Value::Blob(_) => "blob".into(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?)
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+fn count(db: &Path, sql: &str) -> i64 {
+    query(db, sql)[0][0].parse().unwrap()
+}
+
+const TRACE: [&str; 3] = ["--kernel-trace", "--memory-copy-trace", "--runtime-trace"];
+
+#[test]
+fn a_plain_cuda_process_is_traced_and_left_with_nothing_enabled() {
+    let mut t = Target::spawn(&[], &[]);
+    let mut args = TRACE.to_vec();
+    args.extend([
+        "-o",
+        "run",
+        "--attach-duration-msec",
+        "300",
+        "--output-format",
+        "csv,rocpd",
+    ]);
+    let (code, _, stderr) = session(&t, &args);
+    assert_eq!(code, 0, "{stderr}");
+    let db = t.out().join("run_results.db");
+    assert!(db.is_file(), "{} written: {stderr}", db.display());
+    let kernels = count(&db, "SELECT COUNT(*) FROM kernels");
+    assert!(kernels > 0, "kernels in the database");
+    let names = query(&db, "SELECT DISTINCT name FROM kernels");
+    assert!(
+        names.iter().any(|n| n[0] == "_Z10gemm_kerneli"),
+        "the target's kernel names: {names:?}"
+    );
+    assert!(
+        count(&db, "SELECT COUNT(*) FROM memory_copies") > 0,
+        "copies"
+    );
+    // API rows carry the kernel's thread ids: the main thread launches everything.
+    let tids = query(&db, "SELECT DISTINCT tid FROM regions");
+    assert_eq!(
+        tids,
+        vec![vec![t.pid.to_string()]],
+        "API calls on the main thread"
+    );
+    assert!(
+        t.out().join("run_kernel_trace.csv").is_file(),
+        "the CSV conversion: {stderr}"
+    );
+    assert!(t.alive(), "the target lives");
+    assert_eq!(
+        t.enabled(),
+        Vec::<u32>::new(),
+        "nothing stays enabled: {}",
+        t.state()
+    );
+    assert_eq!(
+        t.threads()
+            .iter()
+            .filter(|n| *n == "rocp-cu-attach")
+            .count(),
+        1,
+        "one tool thread stays: {:?}",
+        t.threads()
+    );
+}
+
+#[test]
+fn a_second_session_reuses_the_loaded_tool_without_ptrace() {
+    let t = Target::spawn(&[], &[]);
+    let (code, _, first) = session(
+        &t,
+        &[
+            "--kernel-trace",
+            "-o",
+            "a",
+            "--attach-duration-msec",
+            "100",
+            "-vv",
+        ],
+    );
+    assert_eq!(code, 0, "{first}");
+    assert!(
+        first.contains("spawn"),
+        "the first session loads the tool: {first}"
+    );
+    let maps = t.maps();
+    let (code, _, second) = session(
+        &t,
+        &[
+            "--kernel-trace",
+            "-o",
+            "a",
+            "--attach-duration-msec",
+            "100",
+            "-vv",
+        ],
+    );
+    assert_eq!(code, 0, "{second}");
+    assert!(
+        !second.contains("spawn:"),
+        "no injection the second time: {second}"
+    );
+    assert!(
+        t.out().join("a_1_results.db").is_file(),
+        "a second database beside the first"
+    );
+    assert_eq!(t.maps(), maps, "nothing new mapped by the second session");
+}
+
+#[test]
+fn sys_trace_enables_every_kind_and_detach_disables_them() {
+    let t = Target::spawn(&["--malloc"], &[]);
+    let mut run = start(
+        &t,
+        &["--sys-trace", "-o", "s", "--attach-duration-msec", "30s"],
+        &[],
+    );
+    wait_until(Duration::from_secs(20), || t.enabled().len() >= 6);
+    let on = t.enabled();
+    for kind in [1, 2, 4, 5, 10, 49] {
+        assert!(on.contains(&kind), "kind {kind} enabled: {on:?}");
+    }
+    run.signal(nix::sys::signal::Signal::SIGINT);
+    let (code, _, stderr) = run.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(t.enabled(), Vec::<u32>::new(), "{}", t.state());
+    let db = t.out().join("s_results.db");
+    assert!(
+        count(&db, "SELECT COUNT(*) FROM memory_allocations") > 0,
+        "allocations"
+    );
+}
+
+#[test]
+fn what_cuda_cannot_do_is_refused_by_name_and_nothing_is_touched() {
+    let t = Target::spawn(&[], &[]);
+    let maps = t.maps();
+    let (code, _, stderr) = session(&t, &["--pmc", "SQ_WAVES", "--attach-duration-msec", "100"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--pmc"), "names the option: {stderr}");
+    assert_eq!(t.maps(), maps, "nothing loaded");
+    assert!(!t.threads().iter().any(|n| n == "rocp-cu-attach"));
+}
+
+#[test]
+fn a_process_with_no_parked_thread_is_refused_untouched() {
+    let t = Target::spawn(&["--no-safe-thread"], &[]);
+    let maps = t.maps();
+    let (code, _, stderr) = session(&t, &["--kernel-trace", "--attach-duration-msec", "100"]);
+    assert_eq!(code, 4, "not attachable: {stderr}");
+    assert!(stderr.contains("none of its threads waits"), "{stderr}");
+    assert_eq!(t.maps(), maps, "nothing loaded");
+}
+
+#[test]
+fn a_cupti_held_by_another_subscriber_is_a_clear_error() {
+    let mut t = Target::spawn(&[], &[("FAKE_CUPTI_HELD", "1")]);
+    let (code, _, stderr) = session(&t, &["--kernel-trace", "--attach-duration-msec", "100"]);
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("another") && stderr.contains("CUPTI"),
+        "says another profiler holds CUPTI: {stderr}"
+    );
+    assert!(t.alive());
+    assert_eq!(t.enabled(), Vec::<u32>::new());
+}
+
+#[test]
+fn check_list_and_json_name_the_cuda_backend() {
+    let t = Target::spawn(&[], &[]);
+    let (code, out, stderr) = session(&t, &["--check"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        out.contains("backend:         cuda (it maps libcuda.so.1)"),
+        "{out}"
+    );
+    assert!(out.contains("libcupti.so.13 (mapped already"), "{out}");
+    assert!(out.contains("(cuda-EvtHandlr, waiting in poll)"), "{out}");
+    let (code, out, _) = session(&t, &["--list"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines().nth(1).is_some_and(|l| l.contains(" cuda ")),
+        "{out}"
+    );
+    let (_, out, _) = session(&t, &["--check", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["processes"][0]["backend"], "cuda", "{out}");
+}
+
+#[test]
+fn a_front_end_killed_in_the_window_leaves_nothing_enabled_and_the_data_written() {
+    let t = Target::spawn(&[], &[]);
+    let mut run = start(&t, &["--kernel-trace", "-o", "k"], &[]);
+    run.wait_for("attached to PID");
+    wait_until(Duration::from_secs(20), || !t.enabled().is_empty());
+    run.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = run.finish();
+    wait_until(Duration::from_secs(30), || t.enabled().is_empty());
+    let db = t.out().join("k_results.db");
+    wait_until(Duration::from_secs(30), || db.is_file());
+    // And the process can be attached again.
+    let (code, _, stderr) = session(&t, &["--kernel-trace", "--attach-duration-msec", "100"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// SIGKILL of the front end at each step of the spawn: the agent finishes on its own, the target
+/// lives, and a clean session succeeds afterwards.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_front_end_killed_at_each_spawn_step_leaves_an_attachable_target() {
+    use rocprof_attach::engine::faults::Step;
+    for step in [
+        Step::Seize,
+        Step::Interrupt,
+        Step::Map,
+        Step::Write,
+        Step::Call,
+        Step::Release,
+    ] {
+        let mut t = Target::spawn(&[], &[]);
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pause");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let mut keep = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)
+            .unwrap();
+        let env = [
+            ("ROCPROF_ATTACH_FAULT_STEP", step.name()),
+            ("ROCPROF_ATTACH_FAULT_FIFO", fifo.to_str().unwrap()),
+        ];
+        let run = start(
+            &t,
+            &["--kernel-trace", "--attach-duration-msec", "100"],
+            &env,
+        );
+        let marker = PathBuf::from(format!("{}.paused", fifo.display()));
+        wait_until(Duration::from_secs(20), || {
+            std::fs::read_to_string(&marker).is_ok_and(|s| s.ends_with('\n'))
+        });
+        run.signal(nix::sys::signal::Signal::SIGKILL);
+        let _ = run.finish();
+        keep.write_all(b"go\n").unwrap();
+        // The agent restores and releases the thread on its own: nothing traces the target.
+        wait_until(Duration::from_secs(20), || {
+            std::fs::read_to_string(format!("/proc/{}/status", t.pid))
+                .is_ok_and(|s| s.contains("TracerPid:\t0\n"))
+                && std::fs::read_dir(format!("/proc/{}/task", t.pid))
+                    .unwrap()
+                    .all(|e| {
+                        std::fs::read_to_string(format!(
+                            "/proc/{}/task/{}/status",
+                            t.pid,
+                            e.unwrap().file_name().to_str().unwrap()
+                        ))
+                        .is_ok_and(|s| s.contains("TracerPid:\t0\n"))
+                    })
+        });
+        assert!(t.alive(), "{}: the target lives", step.name());
+        let (code, _, stderr) = session(
+            &t,
+            &[
+                "--kernel-trace",
+                "-o",
+                "after",
+                "--attach-duration-msec",
+                "100",
+            ],
+        );
+        assert_eq!(
+            code,
+            0,
+            "{}: a clean session afterwards: {stderr}",
+            step.name()
+        );
+        assert!(t.enabled().is_empty(), "{}: {}", step.name(), t.state());
+    }
+}
