@@ -186,9 +186,12 @@ def rss_threads(pid):
 def phase_cycles(model="mlp", n=100):
     say(f"\n## {model}: {n} attach/detach cycles on one process")
     p = start(model, "/tmp/y.log", seconds=600)
-    first = rss_threads(p.pid)
+    before = rss_threads(p.pid)
     fails, times = 0, []
+    first = None
     for c in range(n):
+        if c == 1:
+            first = rss_threads(p.pid)
         t0, t1, r = attach(p.pid, 50, ["--kernel-trace"], "/tmp/py", f"y{c}")
         fails += r.returncode != 0
         times.append((t1 - t0) / 1e6)
@@ -201,14 +204,15 @@ def phase_cycles(model="mlp", n=100):
     n1 = len(steps_of("/tmp/y.log"))
     p.kill()
     say(f"- alive after {n} cycles: **{alive}**; failed sessions {fails}; training went on: {n1 > n0}")
-    say(f"- RSS {first[0] / 1024:.0f} MiB -> {last[0] / 1024:.0f} MiB; threads {first[1]} -> {last[1]}")
+    say(f"- before any session: RSS {before[0] / 1024:.0f} MiB, {before[1]} threads; after the first: "
+        f"{first[0] / 1024:.0f} MiB, {first[1]} threads; after {n}: {last[0] / 1024:.0f} MiB, {last[1]} threads")
     say(f"- whole session (50 ms window): p50 {pct(times, .5):.0f} ms, max {max(times):.0f} ms")
 
 
 def phase_million():
     say("\n## many: a window with about 1 M kernel records")
     p = start("many", "/tmp/m.log", seconds=120)
-    t0, t1, r = attach(p.pid, 9000, ["--kernel-trace", "-v"], "/tmp/pm", "m")
+    t0, t1, r = attach(p.pid, 14000, ["--kernel-trace", "-vv"], "/tmp/pm", "m")
     p.kill()
     db = "/tmp/pm/m_results.db"
     if not os.path.exists(db):
@@ -216,6 +220,9 @@ def phase_million():
         return
     n = sqlite3.connect(db).execute("SELECT COUNT(*) FROM rocpd_kernel_dispatch").fetchone()[0]
     det = [l for l in r.stderr.split("\n") if "detached from" in l]
+    wrote = [l for l in r.stderr.split("\n") if "the CUDA tool wrote" in l]
+    if wrote:
+        say(f"- {wrote[0].split('DEBUG ')[-1]}")
     say(f"- {n} kernel records; {det[0].split('rocprof-attach: ')[-1] if det else 'detach time unknown'}")
     c0 = time.monotonic()
     rc = subprocess.run([RPA, "convert", "-i", db, "-f", "pftrace", "-d", "/tmp/pm/conv", "-o", "m", "--force"],

@@ -31,6 +31,32 @@ pub struct Writer {
     nid: i64,
     pid: i64,
     ppid: i64,
+    /// The statements written once per record, built once ([`Hot`]).
+    hot: Hot,
+}
+
+/// The SQL of the statements run once per record: formatting it for each row cost a tenth of
+/// the write.
+struct Hot {
+    event: String,
+    dispatch: String,
+}
+
+impl Hot {
+    fn new(uuid: &str) -> Hot {
+        Hot {
+            event: format!(
+                "INSERT INTO `rocpd_event{uuid}` (id, category_id, stack_id, parent_stack_id, correlation_id, extdata) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+            ),
+            dispatch: format!(
+                "INSERT INTO `rocpd_kernel_dispatch{uuid}` (id, nid, pid, tid, agent_id, kernel_id, dispatch_id, queue_id, \
+                 stream_id, start, end, private_segment_size, group_segment_size, workgroup_size_x, workgroup_size_y, \
+                 workgroup_size_z, grid_size_x, grid_size_y, grid_size_z, region_name_id, event_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
+            ),
+        }
+    }
 }
 
 /// Deletes `; \n \r \t \b \f \v` like rocprofv3's `sanitize_sql_string` (so stored bytes match).
@@ -65,12 +91,19 @@ impl Writer {
         conn.execute_batch(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -16384;",
         )?;
+        // Every row is checked against the tables it refers to in debug builds (the tests), not
+        // in release builds: the checks cost a fifth of the write time (docs/performance.md,
+        // "The CUDA tool's write").
+        if !cfg!(debug_assertions) {
+            conn.execute_batch("PRAGMA foreign_keys = OFF;")?;
+        }
         conn.set_prepared_statement_cache_capacity(64);
         conn.execute_batch("BEGIN")?;
         schema::load(&conn, guid.as_str())?;
         let mut w = Writer {
             conn,
             path: path.to_path_buf(),
+            hot: Hot::new(&guid.uuid()),
             uuid: guid.uuid(),
             strings: HashMap::new(),
             next_string: 1,
@@ -378,11 +411,7 @@ impl Writer {
     ) -> Result<i64> {
         let category = self.string(kind)?;
         let id = self.next_event;
-        let sql = format!(
-            "INSERT INTO {} (id, category_id, stack_id, parent_stack_id, correlation_id, extdata) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            self.t("rocpd_event")
-        );
-        self.conn.prepare_cached(&sql)?.execute(params![
+        self.conn.prepare_cached(&self.hot.event)?.execute(params![
             id,
             category,
             stack,
@@ -474,14 +503,7 @@ impl Writer {
             k.correlation.internal,
             None,
         )?;
-        let sql = format!(
-            "INSERT INTO {} (id, nid, pid, tid, agent_id, kernel_id, dispatch_id, queue_id, stream_id, start, end, \
-             private_segment_size, group_segment_size, workgroup_size_x, workgroup_size_y, workgroup_size_z, \
-             grid_size_x, grid_size_y, grid_size_z, region_name_id, event_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
-            self.t("rocpd_kernel_dispatch")
-        );
-        self.conn.prepare_cached(&sql)?.execute(params![
+        self.conn.prepare_cached(&self.hot.dispatch)?.execute(params![
             k.dispatch_id,
             self.nid,
             self.pid,
