@@ -56,7 +56,7 @@ fn main() {
         .unwrap_or(50);
     let rel = release_dir();
     assert!(
-        rel.join("librocprof_attach.so").is_file() && rel.join("rocprof-attach").is_file(),
+        rel.join("librocattach.so").is_file() && rel.join("rocprof-attach").is_file(),
         "run `cargo build --release` first"
     );
     let prefix = tempfile::tempdir().unwrap();
@@ -64,7 +64,7 @@ fn main() {
         .args(["install-library", "--prefix"])
         .arg(prefix.path())
         .arg("--library")
-        .arg(rel.join("librocprof_attach.so"))
+        .arg(rel.join("librocattach.so"))
         .output()
         .unwrap();
     assert!(ok.status.success());

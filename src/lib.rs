@@ -13,9 +13,9 @@
 //! * [`attach`] (crate `rocprof-attach-core`): what a session is — [`attach::targets`], [`attach::preflight`], the rocprofv3
 //!   options and the environment buffer, and [`attach::session`] (plan, attach, wait, detach,
 //!   collect), which returns typed results and emits events and never prints;
-//! * front ends (highest): [`cli`] (the `rocprof-attach` command) and [`capi`] (the rocattach
-//!   C ABI, built as this crate's cdylib `librocprofiler-sdk-rocattach.so.1`; the Python package
-//!   in `python/` loads it). Only front ends print.
+//! * front ends (highest): [`cli`] (the `rocprof-attach` command) and the rocattach C ABI (crate
+//!   `rocprof-rocattach` in crates/capi, a cdylib `librocprofiler-sdk-rocattach.so.1`; the Python
+//!   package in `python/` loads it). Only front ends print.
 //!
 //! Each layer has its own error type ([`engine::Error`], [`rocpd::Error`], [`attach::Error`],
 //! [`cli::Error`]) with `From` conversions upward; every error maps to a documented
@@ -23,7 +23,6 @@
 
 #![deny(missing_docs)]
 
-pub mod capi;
 pub mod cli;
 
 pub use rocprof_attach_core as attach;

@@ -19,29 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Our CUDA tool library, built by cargo beside the binary (`cargo build`) or in deps/ (the
-/// workspace's tests build it there): the newer of the two.
+/// Our CUDA tool library, built beside the binary.
 fn tool() -> PathBuf {
-    let dir = common::bin().parent().expect("bin dir").to_path_buf();
-    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let found = [
-        dir.join("librocprof_cuda_tool.so"),
-        dir.join("deps/librocprof_cuda_tool.so"),
-    ]
-    .into_iter()
-    .filter(|p| p.is_file())
-    .max_by_key(modified);
-    if let Some(p) = found {
-        return p;
-    }
-    // `cargo nextest run --test cuda` alone does not build other packages' libraries.
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "-p", "rocprof-cuda-tool"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "cargo build -p rocprof-cuda-tool");
-    dir.join("librocprof_cuda_tool.so")
+    common::built_library("rocprof-cuda-tool", "librocprof_cuda_tool.so")
 }
 
 /// A running stand-in target and its scratch directory.
@@ -168,7 +148,7 @@ fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
     let mut st = c.prepare(sql).unwrap();
     let n = st.column_count();
     st.query_map([], |r| {
-        Ok((0..n)
+        (0..n)
             .map(|i| {
                 r.get::<_, rusqlite::types::Value>(i).map(|v| match v {
                     rusqlite::types::Value::Text(s) => s,
@@ -178,7 +158,7 @@ fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
                     rusqlite::types::Value::Blob(_) => "blob".into(),
                 })
             })
-            .collect::<Result<Vec<_>, _>>()?)
+            .collect::<Result<Vec<_>, _>>()
     })
     .unwrap()
     .map(Result::unwrap)
@@ -293,7 +273,7 @@ fn a_second_session_reuses_the_loaded_tool_without_ptrace() {
 #[test]
 fn sys_trace_enables_every_kind_and_detach_disables_them() {
     let t = Target::spawn(&["--malloc"], &[]);
-    let mut run = start(
+    let run = start(
         &t,
         &["--sys-trace", "-o", "s", "--attach-duration-msec", "30s"],
         &[],

@@ -12,11 +12,11 @@ use crate::attach::options::{self, parse_bool, ProfilerOptions, DEFAULT_OUTPUT_F
 use crate::attach::session::{AttachRequest, DEFAULT_PARALLEL};
 use crate::attach::targets::TargetSelection;
 use crate::attach::toolsearch::absolutize;
-use crate::capi::install::InstallArgs;
 pub use crate::cli::commands::{Command, CompletionShell, SUBCOMMANDS};
 pub use crate::cli::docs::{completions, man_page};
 use crate::cli::error::{Error, Result};
 use crate::cli::help::{known_mistake, AFTER_HELP, AFTER_LONG_HELP};
+use crate::cli::install::InstallArgs;
 use crate::cli::rocpd_args::{ConvertArgs, QueryArgs, SummaryArgs};
 pub use crate::cli::values::{parse_duration, Source, MAX_DURATION};
 use crate::cli::values::{parse_output_timeout, parse_pid_list};

@@ -1,6 +1,5 @@
-//! Build step for the front ends (called from src/build.rs):
+//! Build step for the command (called from src/build.rs):
 //!
-//! * gives the C ABI library (the crate's cdylib) the soname ROCm's tools expect;
 //! * links the `rocprof-attach` binary as a fixed-address executable (no PIE) unless
 //!   `ROCPROF_ATTACH_PIE=1`. A position-independent executable is relocated at every start:
 //!   16,000 pointers in 280 KiB of tables are rewritten, about 90 page faults and a fifth of the
@@ -15,12 +14,9 @@
 //!   that name, in a directory searched before the compiler's own, points it at `libgcc_eh.a`.
 //!   Done only when the C compiler has `libgcc_eh.a`, and not in cross builds.
 
-/// Prints the link arguments: the cdylib's soname and, unless a PIE is asked for, `-no-pie` for
-/// the binary.
+/// Prints the binary's link arguments: unless a PIE is asked for, `-no-pie`.
 pub fn configure() {
-    // Only the cdylib gets this link argument; the rlib, the binary and the tests are unaffected.
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,librocprofiler-sdk-rocattach.so.1");
-    println!("cargo:rerun-if-changed=src/capi/build.rs");
+    println!("cargo:rerun-if-changed=src/cli/build.rs");
     println!("cargo:rerun-if-env-changed=ROCPROF_ATTACH_PIE");
     let pie = std::env::var("ROCPROF_ATTACH_PIE").is_ok_and(|v| v == "1");
     let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
@@ -41,7 +37,7 @@ pub fn configure() {
         std::fs::create_dir_all(&dir).expect("create OUT_DIR/libgcc");
         std::fs::write(
             dir.join("libgcc_s.so"),
-            "/* see src/capi/build.rs */\nGROUP ( -lgcc_eh )\n",
+            "/* see src/cli/build.rs */\nGROUP ( -lgcc_eh )\n",
         )
         .expect("write the libgcc_s linker script");
         println!(

@@ -2,8 +2,8 @@
 //! manual pages and the completion scripts know all their options, and one place
 //! ([`crate::cli::args::parse_request`]) turns their usage errors into one line.
 
-use crate::capi::install::InstallArgs;
 use crate::cli::help::{COMPLETIONS_EXAMPLES, INSTALL_EXAMPLES, MAN_EXAMPLES};
+use crate::cli::install::InstallArgs;
 use crate::cli::rocpd_args::{
     ConvertArgs, QueryArgs, SummaryArgs, CONVERT_EXAMPLES, QUERY_EXAMPLES, SUMMARY_EXAMPLES,
 };

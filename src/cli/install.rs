@@ -19,13 +19,13 @@ use crate::exit::ExitCode;
 use std::path::{Path, PathBuf};
 
 /// The C header, as installed.
-pub const HEADER: &str = include_str!("rocattach.h");
+pub const HEADER: &str = include_str!("../../crates/capi/include/rocattach.h");
 
 /// File name of the library under its soname.
 pub const SONAME: &str = "librocprofiler-sdk-rocattach.so.1";
 
-/// File name cargo gives the cdylib.
-pub const CARGO_NAME: &str = "librocprof_attach.so";
+/// File name cargo gives the C ABI library (crates/capi).
+pub const CARGO_NAME: &str = "librocattach.so";
 
 /// The command line of `install-library` (a subcommand of [`crate::cli::Cli`]).
 #[derive(Debug, clap::Args)]

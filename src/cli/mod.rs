@@ -27,6 +27,7 @@ pub mod early;
 pub mod error;
 pub mod finish;
 pub mod help;
+pub mod install;
 pub mod json;
 pub mod logging;
 pub mod render;
@@ -109,7 +110,7 @@ where
         Action::Convert(a) => rocpd::run_convert(*a),
         Action::Summary(a) => rocpd::run_summary(*a),
         Action::Query(a) => rocpd::run_query(*a),
-        Action::InstallLibrary(a) => crate::capi::install::run(&a),
+        Action::InstallLibrary(a) => crate::cli::install::run(&a),
         Action::Check {
             selection,
             tool_library,

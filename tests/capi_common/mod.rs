@@ -18,15 +18,7 @@ pub struct Layout {
 impl Layout {
     pub fn install() -> Layout {
         let dir = tempfile::tempdir().unwrap();
-        // `cargo test` builds the cdylib into deps/ (only `cargo build` copies it up a level).
-        let bin_dir = common::bin().parent().unwrap().to_path_buf();
-        let built = [
-            bin_dir.join("deps/librocprof_attach.so"),
-            bin_dir.join("librocprof_attach.so"),
-        ]
-        .into_iter()
-        .find(|p| p.is_file())
-        .expect("librocprof_attach.so built next to rocprof-attach");
+        let built = common::built_library("rocprof-rocattach", "librocattach.so");
         let out = Command::new(common::bin())
             .args(["install-library", "--prefix"])
             .arg(dir.path())

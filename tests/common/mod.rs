@@ -641,6 +641,29 @@ pub struct Run {
     stdout: Option<std::thread::JoinHandle<String>>,
 }
 
+/// A shared library another package of the workspace builds (`package`'s cdylib, `file` in
+/// target/<profile>/), built now, once per test process: `cargo test` and `cargo nextest`
+/// never build a cdylib-only crate, and a copy left from an earlier build could be stale.
+pub fn built_library(package: &str, file: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let dir = bin().parent().expect("bin dir").to_path_buf();
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if std::env::var_os("ROCPROF_ATTACH_BIN").is_none() && !built.iter().any(|p| p == package) {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "--quiet", "-p", package])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo");
+        assert!(status.success(), "cargo build -p {package}");
+        built.push(package.to_string());
+    }
+    let path = dir.join(file);
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
 /// Start the real binary with a clean environment plus `env`.
 pub fn rocprof_attach(args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(bin());

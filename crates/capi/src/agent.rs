@@ -1,5 +1,5 @@
 //! The library's [`Injector`]: every injection runs in a `rocprof-attach __agent` process
-//! started with `exec` ([`crate::engine::agent::exec`]), never in a fork of the host.
+//! started with `exec` ([`rocprof_engine::agent::exec`]), never in a fork of the host.
 //!
 //! The agent executable is found, in order: `ROCATTACH_AGENT` (ignored in a secure-execution
 //! host), then `rocprof-attach` next to this library, in `../bin`, `../../bin` (for
@@ -7,9 +7,9 @@
 //! `target/<profile>/deps`) and in `../../../../bin` (a pip install: the library lives in
 //! `<venv>/lib/pythonX.Y/site-packages/rocprof_attach/`, the command in `<venv>/bin`).
 
-use crate::attach::session::Injector;
-use crate::engine::agent::{exec, CallTimeouts, Job, Outcome, Target};
-use crate::engine::procfs;
+use rocprof_attach_core::session::Injector;
+use rocprof_engine::agent::{exec, CallTimeouts, Job, Outcome, Target};
+use rocprof_engine::procfs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -54,7 +54,7 @@ impl ExecInjector {
 }
 
 impl Injector for ExecInjector {
-    fn inject(&self, target: &Target, job: &Job) -> crate::engine::Result<Outcome> {
+    fn inject(&self, target: &Target, job: &Job) -> rocprof_engine::Result<Outcome> {
         self.reap();
         let (result, leftover) = exec::run_exec(&self.program, target, job, self.timeouts);
         if let Some(child) = leftover {

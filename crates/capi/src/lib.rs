@@ -1,7 +1,7 @@
 //! The rocattach C ABI front end: a drop-in for ROCm's `librocprofiler-sdk-rocattach.so.1`
 //! (docs/protocol.md sections 5.1 and 5.2) and for the older `librocprofv3-attach.so`
 //! (`void attach(uint32_t pid)` / `void detach(void)`, docs/protocol.md section 6.5). Header:
-//! `src/capi/rocattach.h`; how ROCm's tools pick it up: `docs/library.md`.
+//! `crates/capi/include/rocattach.h`; how ROCm's tools pick it up: `docs/library.md`.
 //!
 //! The functions run inside someone else's process (rocprofv3's launcher, rocprof-compute, a
 //! Python script), so they keep these rules:
@@ -19,7 +19,6 @@
 //! instead of rocattach's "0 then a failing ptrace call" ([`status`]).
 
 pub mod agent;
-pub mod install;
 pub mod log;
 pub mod sessions;
 pub mod status;

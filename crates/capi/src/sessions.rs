@@ -9,14 +9,14 @@
 use super::agent::{self, ExecInjector};
 use super::log::Log;
 use super::status::{self, Status};
-use crate::attach::claims::{Claim, Holder, Purpose, State, FRONT_END_LIBRARY};
-use crate::attach::envbuf::EnvList;
-use crate::attach::preflight::{self, LISTENER_COMM};
-use crate::attach::session::{self, AttachRequest, Attachment, DetachOutcome, Event, Plan};
-use crate::attach::targets::TargetSelection;
-use crate::attach::toolpath::{self, DEFAULT_TOOL};
-use crate::attach::Error;
-use crate::engine::procfs;
+use rocprof_attach_core::claims::{Claim, Holder, Purpose, State, FRONT_END_LIBRARY};
+use rocprof_attach_core::envbuf::EnvList;
+use rocprof_attach_core::preflight::{self, LISTENER_COMM};
+use rocprof_attach_core::session::{self, AttachRequest, Attachment, DetachOutcome, Event, Plan};
+use rocprof_attach_core::targets::TargetSelection;
+use rocprof_attach_core::toolpath::{self, DEFAULT_TOOL};
+use rocprof_attach_core::Error;
+use rocprof_engine::procfs;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
@@ -299,7 +299,7 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
     // Every session stands alone: the register keeps what an earlier session set in the target,
     // so what the host does not set is sent with its "not asked for" value (the tool's default
     // output directory, %cwd%, included).
-    crate::attach::options::defaults::fill_unset(&mut env);
+    rocprof_attach_core::options::defaults::fill_unset(&mut env);
     if !env.contains("ROCPROF_OUTPUT_PATH") {
         env.set("ROCPROF_OUTPUT_PATH", "%cwd%");
     }

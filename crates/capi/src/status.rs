@@ -1,7 +1,7 @@
 //! `rocattach_status_t` (docs/protocol.md section 5.2) and which of our errors maps to which value.
 
-use crate::attach;
-use crate::engine;
+use rocprof_attach_core as attach;
+use rocprof_engine as engine;
 
 /// A rocattach status code, as returned through the C ABI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
