@@ -503,28 +503,30 @@ impl Writer {
             k.correlation.internal,
             None,
         )?;
-        self.conn.prepare_cached(&self.hot.dispatch)?.execute(params![
-            k.dispatch_id,
-            self.nid,
-            self.pid,
-            k.tid,
-            k.agent_id,
-            k.kernel_id,
-            k.queue_id,
-            k.stream_id,
-            k.start,
-            k.end,
-            k.private_segment_size,
-            k.group_segment_size,
-            k.workgroup[0],
-            k.workgroup[1],
-            k.workgroup[2],
-            k.grid[0],
-            k.grid[1],
-            k.grid[2],
-            region,
-            event
-        ])?;
+        self.conn
+            .prepare_cached(&self.hot.dispatch)?
+            .execute(params![
+                k.dispatch_id,
+                self.nid,
+                self.pid,
+                k.tid,
+                k.agent_id,
+                k.kernel_id,
+                k.queue_id,
+                k.stream_id,
+                k.start,
+                k.end,
+                k.private_segment_size,
+                k.group_segment_size,
+                k.workgroup[0],
+                k.workgroup[1],
+                k.workgroup[2],
+                k.grid[0],
+                k.grid[1],
+                k.grid[2],
+                region,
+                event
+            ])?;
         for &(pmc, value) in &k.counters {
             let sql = format!(
                 "INSERT INTO {} (event_id, pmc_id, value) VALUES (?1, ?2, ?3)",
