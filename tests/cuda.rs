@@ -295,6 +295,24 @@ fn sys_trace_enables_every_kind_and_detach_disables_them() {
 }
 
 #[test]
+fn a_process_started_with_the_launch_time_path_is_attached_without_ptrace() {
+    let tool = tool();
+    // No thread parked anywhere: only the launch-time path can serve this process.
+    let t = Target::spawn(
+        &["--no-safe-thread"],
+        &[("CUDA_INJECTION64_PATH", tool.to_str().unwrap())],
+    );
+    assert!(t.threads().iter().any(|n| n == "rocp-cu-attach"), "{:?}", t.threads());
+    let (code, _, stderr) = session(
+        &t,
+        &["--kernel-trace", "-o", "l", "--attach-duration-msec", "100", "-vv"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("spawn:"), "no injection: {stderr}");
+    assert!(count(&t.out().join("l_results.db"), "SELECT COUNT(*) FROM kernels") > 0);
+}
+
+#[test]
 fn what_cuda_cannot_do_is_refused_by_name_and_nothing_is_touched() {
     let t = Target::spawn(&[], &[]);
     let maps = t.maps();

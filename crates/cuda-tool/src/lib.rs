@@ -99,6 +99,34 @@ pub unsafe extern "C" fn rocprof_attach_cuda_start(payload: *const c_char) -> c_
     std::panic::catch_unwind(|| start(payload)).unwrap_or(3)
 }
 
+/// Serves sessions on this process's tool socket, with no first connection (the launch-time
+/// path): the thread [`InitializeInjection`] starts.
+fn listen_forever() {
+    block_signals_and_name();
+    let Ok(Some(listener)) = bind_tool_socket() else {
+        return;
+    };
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut backend = backend::CuptiBackend::default();
+    server::serve_forever(&listener, None, &mut backend)
+}
+
+/// CUDA's launch-time injection (`CUDA_INJECTION64_PATH=librocprof_cuda_tool.so`): the driver
+/// calls this from `cuInit`. It starts the tool's thread, which waits for sessions on the tool
+/// socket, and returns at once; nothing is traced until `rocprof-attach -p PID` comes, and no
+/// ptrace is needed then (docs/cuda.md, "Without ptrace"). Returns 1 (success) as CUDA expects,
+/// 0 when the thread could not be started.
+#[no_mangle]
+pub extern "C" fn InitializeInjection() -> c_int {
+    std::panic::catch_unwind(|| {
+        std::thread::Builder::new()
+            .name("rocp-cu-attach".into())
+            .spawn(listen_forever)
+            .is_ok() as c_int
+    })
+    .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

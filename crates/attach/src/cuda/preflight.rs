@@ -120,7 +120,7 @@ pub fn check(pid: i32, maps: &[Mapping]) -> Result<Facts> {
             reason: "none of its threads waits in a system call where loading our tool is safe (poll, \
                      epoll_wait, nanosleep and the like; a thread waiting on a lock may hold another), so \
                      nothing was touched. Fix: retry while it is idle, or start it with \
-                     LD_PRELOAD=librocprof_cuda_tool.so (docs/cuda.md, \"Without ptrace\")"
+                     CUDA_INJECTION64_PATH=/path/to/librocprof_cuda_tool.so (docs/cuda.md, \"Without ptrace\")"
                 .into(),
         });
     }
