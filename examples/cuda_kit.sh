@@ -4,7 +4,8 @@
 #   examples/cuda_kit.sh prepare KIT     # here: release rocprof-attach, the CUDA tool library,
 #                                        # the training loop and the proof driver
 #   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
-#                                        # cycles million (default: all but transformer)
+#                                        # cycles million ddp (default: all but transformer, ddp;
+#                                        # ddp needs 2 GPUs)
 #
 # Results go to $OUT (default /tmp/out)/cuda_proof.md.
 set -u
@@ -17,7 +18,7 @@ prepare)
   mkdir -p "$K"
   (cd "$R" && ROCPROF_ATTACH_OTF2=${ROCPROF_ATTACH_OTF2:-off} cargo build --release --bin rocprof-attach -p rocprof-cuda-tool)
   cp "$R/target/release/rocprof-attach" "$R/target/release/librocprof_cuda_tool.so" "$K/"
-  cp "$R/examples/cuda/train.py" "$R/examples/cuda/proof.py" "$R/examples/cuda_kit.sh" "$K/"
+  cp "$R/examples/cuda/train.py" "$R/examples/cuda/ddp.py" "$R/examples/cuda/proof.py" "$R/examples/cuda_kit.sh" "$K/"
   du -sh "$K"
   ;;
 run)

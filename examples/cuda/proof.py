@@ -230,6 +230,36 @@ def phase_million():
     say(f"- convert -f pftrace: {time.monotonic() - c0:.2f} s (exit {rc.returncode})")
 
 
+def phase_ddp():
+    say("\n## 2-rank torchrun job (DDP, one GPU per rank): one command attaches both ranks")
+    p = subprocess.Popen(["torchrun", "--nproc-per-node", "2", os.path.join(K, "ddp.py"), "--seconds", "40"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ready = []
+    for line in p.stdout:
+        if line.startswith("ready"):
+            ready.append(line.split()[1])
+            if len(ready) == 2:
+                break
+    t0 = time.monotonic()
+    r = subprocess.run([RPA, "--match", "ddp.py", "--kernel-trace", "--memory-copy-trace", "-d", "/tmp/pd",
+                        "-o", "rank_%pid%", "--attach-duration-msec", "2000"], capture_output=True, text=True)
+    say(f"- `rocprof-attach --match ddp.py --kernel-trace --memory-copy-trace`: exit {r.returncode} in "
+        f"{time.monotonic() - t0:.1f} s (ranks {', '.join(ready)})")
+    for line in r.stderr.strip().split("\n")[-6:]:
+        say(f"  - {line}")
+    dbs = sorted(f"/tmp/pd/{f}" for f in os.listdir("/tmp/pd") if f.endswith("_results.db")) if os.path.isdir("/tmp/pd") else []
+    for db in dbs:
+        c = sqlite3.connect(db)
+        n = c.execute("SELECT COUNT(*) FROM kernels").fetchone()[0]
+        agents = c.execute("SELECT DISTINCT agent_abs_index FROM kernels").fetchall()
+        say(f"- {os.path.basename(db)}: {n} kernels on agent {agents}")
+    c = subprocess.run([RPA, "convert", "-i", *dbs, "-f", "pftrace", "-d", "/tmp/pd/conv", "-o", "both", "--force"],
+                       capture_output=True, text=True)
+    files = os.listdir("/tmp/pd/conv") if os.path.isdir("/tmp/pd/conv") else []
+    say(f"- convert -f pftrace of both databases: exit {c.returncode}, {files}")
+    p.wait()
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     say("# CUDA backend proof")
@@ -250,6 +280,8 @@ def main():
         phase_cycles()
     if "million" in which:
         phase_million()
+    if "ddp" in which:
+        phase_ddp()
     open(os.path.join(OUT, "cuda_proof.md"), "w").write("\n".join(report) + "\n")
 
 
