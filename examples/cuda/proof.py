@@ -232,8 +232,10 @@ def phase_million():
 
 def phase_ddp():
     say("\n## 2-rank torchrun job (DDP, one GPU per rank): one command attaches both ranks")
+    # NVLink multicast (NVLS) hangs NCCL's start-up in the GPU machine's VMs: off.
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0")
     p = subprocess.Popen(["torchrun", "--nproc-per-node", "2", os.path.join(K, "ddp.py"), "--seconds", "40"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     ready = []
     for line in p.stdout:
         if line.startswith("ready"):
