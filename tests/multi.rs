@@ -754,13 +754,13 @@ fn list_shows_state_and_whether_each_process_can_be_attached_in_aligned_columns(
     };
     let cells = |l: &str| {
         l.split_whitespace()
-            .take(3)
+            .take(4)
             .map(str::to_owned)
             .collect::<Vec<_>>()
     };
     assert_eq!(
         cells(row(running.pid))[1..],
-        ["S".to_string(), "yes".to_string()],
+        ["S".to_string(), "rocm".to_string(), "yes".to_string()],
         "{stdout}"
     );
     let r = row(stopped.pid);
