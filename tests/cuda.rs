@@ -302,14 +302,29 @@ fn a_process_started_with_the_launch_time_path_is_attached_without_ptrace() {
         &["--no-safe-thread"],
         &[("CUDA_INJECTION64_PATH", tool.to_str().unwrap())],
     );
-    assert!(t.threads().iter().any(|n| n == "rocp-cu-attach"), "{:?}", t.threads());
+    // The driver started the tool's thread in cuInit; it names itself as it starts.
+    wait_until(Duration::from_secs(20), || {
+        t.threads().iter().any(|n| n == "rocp-cu-attach")
+    });
     let (code, _, stderr) = session(
         &t,
-        &["--kernel-trace", "-o", "l", "--attach-duration-msec", "100", "-vv"],
+        &[
+            "--kernel-trace",
+            "-o",
+            "l",
+            "--attach-duration-msec",
+            "100",
+            "-vv",
+        ],
     );
     assert_eq!(code, 0, "{stderr}");
     assert!(!stderr.contains("spawn:"), "no injection: {stderr}");
-    assert!(count(&t.out().join("l_results.db"), "SELECT COUNT(*) FROM kernels") > 0);
+    assert!(
+        count(
+            &t.out().join("l_results.db"),
+            "SELECT COUNT(*) FROM kernels"
+        ) > 0
+    );
 }
 
 #[test]
