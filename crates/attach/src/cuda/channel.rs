@@ -157,7 +157,8 @@ pub fn receive(conn: &OwnedFd, timeout: Duration) -> Result<Option<String>> {
 fn wait_readable(fd: &OwnedFd, deadline: Instant) -> Result<bool> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let ms = u16::try_from(left.as_millis().min(60_000)).unwrap_or(60_000);
+        // Rounded up: a wait of less than a millisecond must not turn into a spin.
+        let ms = u16::try_from(left.as_micros().div_ceil(1000).min(60_000)).unwrap_or(60_000);
         let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::from(ms)) {
             Ok(0) if left.is_zero() => return Ok(false),

@@ -296,20 +296,27 @@ fn load(p: &Planned, facts: &Facts, injector: &dyn Injector) -> Result<(OwnedFd,
         }));
     };
     let started = Instant::now();
-    if let Some(conn) = listener.accept_from(pid, START_TIMEOUT)? {
-        tracing::debug!(
-            "process {pid}: the CUDA tool connected {} ms after the spawn",
-            started.elapsed().as_millis()
-        );
-        return Ok((conn, outcome));
+    let block = |o: &agent::Outcome| o.spawn_block.map(|b| spawn::read_block(pid, b));
+    // The tool connects back; or, when an earlier load got there first (its thread had not named
+    // itself yet when the preflight looked), the new thread returns 1 at once and the loaded tool
+    // serves us on its own socket.
+    while started.elapsed() < START_TIMEOUT {
+        if let Some(conn) = listener.accept_from(pid, Duration::from_millis(100))? {
+            tracing::debug!(
+                "process {pid}: the CUDA tool connected {} ms after the spawn",
+                started.elapsed().as_millis()
+            );
+            return Ok((conn, outcome));
+        }
+        if let Some(Ok(spawn::Block::Returned(1))) = block(&outcome) {
+            tracing::debug!("process {pid}: the CUDA tool was loaded already; connecting to it");
+            return Ok((channel::connect_tool(pid, p.report.own_pid)?, outcome));
+        }
     }
-    let why = match outcome.spawn_block.map(|b| spawn::read_block(pid, b)) {
+    let why = match block(&outcome) {
         Some(Ok(spawn::Block::OpenFailed(m))) => format!("the process could not load it: {m}"),
         Some(Ok(spawn::Block::SymbolMissing(m))) => {
             format!("it has no {START_SYMBOL} (not our tool library?): {m}")
-        }
-        Some(Ok(spawn::Block::Returned(1))) => {
-            "an instance of the tool is loaded already but its thread is gone".into()
         }
         Some(Ok(spawn::Block::Returned(r))) => format!("its start function returned {r}"),
         Some(Ok(spawn::Block::Starting)) => "its thread had not got past dlopen".into(),
