@@ -340,7 +340,7 @@ FROM `rocpd_sample` R
   JOIN `rocpd_info_thread` TH ON TH.id = T.tid AND TH.guid = T.guid;
 
 CREATE VIEW IF NOT EXISTS `sample_regions` AS
-SELECT id, guid, category, name, nid, pid, tid, timestamp AS start, timestamp AS end,
+SELECT id, guid, category, name, nid, pid, tid, timestamp AS start, timestamp AS END,
   0 AS duration, event_id, stack_id, parent_stack_id, corr_id, extdata, call_stack, line_info
 FROM `samples`;
 

@@ -382,6 +382,16 @@ fn cuda_detached(a: &Attachment, ctl: &DetachControl, events: Events) -> Result<
         }
         e => e,
     })?;
+    if finished.dropped > 0 {
+        events(Event::Warning {
+            pid: Some(a.pid),
+            message: format!(
+                "CUPTI dropped {} records in process {} because no buffer was free; the database lacks them. \
+                 Fix: attach with ROCPROF_ATTACH_BUFFER_BYTES set larger (default 8 MiB per buffer)",
+                finished.dropped, a.pid
+            ),
+        });
+    }
     tracing::debug!(
         "process {}: the CUDA tool wrote {} ({} kernels, {} copies, {} API calls, {} allocations, {} dropped; \
          flush {} µs, write {} µs)",
