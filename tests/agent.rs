@@ -1,6 +1,6 @@
 //! The forked injection agent: attach and detach calls against the stand-in register library.
 
-mod common;
+use crate::common;
 
 use common::{at_entry, env_buffer, hex, records, symbol_addr, Target, TargetOpts};
 use rocprof_attach::engine::agent::{self, CallTimeouts, Job};

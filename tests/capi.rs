@@ -2,8 +2,8 @@
 //! against the stand-in targets: exports, status table, bad input, sessions, trees, detach(0),
 //! the older ABI, two host threads, and the Python ctypes client.
 
-mod capi_common;
-mod common;
+use crate::capi_common;
+use crate::common;
 
 use capi_common::{calls_of, host, log_lines, run, status_of, Layout};
 use common::{records, wait_until, Pristine, Target, TargetOpts};

@@ -5,8 +5,8 @@
 
 #![cfg(feature = "fault-injection")]
 
-mod capi_common;
-mod common;
+use crate::capi_common;
+use crate::common;
 
 use capi_common::{calls_of, host, run, status_of, Layout};
 use common::{wait_until, Pristine, Target, TargetOpts};

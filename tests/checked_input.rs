@@ -2,10 +2,9 @@
 //! default tool's resolution in `--check`, filters, ranges and counters), and converted files
 //! belong to the target's user.
 
-mod common;
-mod prereq;
-#[path = "rocpd_common/mod.rs"]
-mod rocpd_common;
+use crate::common;
+use crate::prereq;
+use crate::rocpd_common;
 
 use common::{attach_pairs, hex, records, rocprof_attach, tool_lib, Target, TargetOpts};
 use std::path::Path;

@@ -3,8 +3,8 @@
 //! cleared; a session left active (a failed detach, a killed front end) refuses new attaches with
 //! the fix and is finished by `rocprof-attach --detach -p PID` or `rocattach_detach(PID)`.
 
-mod capi_common;
-mod common;
+use crate::capi_common;
+use crate::common;
 
 use capi_common::{host, status_of, Layout};
 use common::{records, rocprof_attach, tool_lib, tracer_pid, Target, TargetOpts};

@@ -2,8 +2,8 @@
 //! nothing attached. Plus `--help` content, and what a reader that closes the pipe early or a
 //! panic looks like (docs/exit-codes.md, "Closed pipes", "Internal errors").
 
-mod common;
-mod rocpd_common;
+use crate::common;
+use crate::rocpd_common;
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;

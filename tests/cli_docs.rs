@@ -3,7 +3,7 @@
 //! of every subcommand's options, of process ids after `-p`/`--pid`/`--attach` and of the format
 //! names after `-f`.
 
-mod prereq;
+use crate::prereq;
 
 use rocprof_attach::cli::args::command;
 use std::process::Command;

@@ -9,9 +9,8 @@
 //! The fake CUPTI writes its state (`subscribed=… callbacks=… enabled=… dropped=…`) to the file
 //! named by `FAKE_CUPTI_STATE` after every change: that is how the tests see what is enabled.
 
-mod common;
-#[path = "common/cuda.rs"]
-mod cuda;
+use crate::common;
+use crate::common::cuda;
 
 use common::{rocprof_attach, wait_until};
 use std::io::{BufRead, BufReader, Write};

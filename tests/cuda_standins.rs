@@ -1,8 +1,7 @@
 //! The GPU-free CUDA stand-ins themselves (tests/fixtures/cuda): the fake CUPTI's self-test, and
 //! the target's threads as an injector will find them. The CUDA backend's tests rely on both.
 
-#[path = "common/cuda.rs"]
-mod cuda;
+use crate::common::cuda;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,7 @@
 //! Our own diagnostics end to end: `-v` shows the plan and every `ROCP*` pair sent, `-vv` the
 //! steps, `-q` keeps stderr empty on success, and a bad `ROCPROF_ATTACH_LOG` is a usage error.
 
-mod common;
+use crate::common;
 
 use common::{records, rocprof_attach, tool_lib, tracer_pid, Target, TargetOpts};
 

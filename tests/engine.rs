@@ -1,6 +1,6 @@
 //! The injection engine against real processes: remote syscalls and calls on one thread.
 
-mod common;
+use crate::common;
 
 use common::{at_entry, symbol_addr, thread_state, Target, TargetOpts};
 use rocprof_attach::engine::arch;

@@ -26,7 +26,7 @@
 
 #![cfg(feature = "fault-injection")]
 
-mod common;
+use crate::common;
 
 use common::{records, rocprof_attach, tool_lib, wait_until, Pristine, Target, TargetOpts};
 use nix::sys::signal::{kill, Signal};

@@ -1,6 +1,6 @@
 //! Finding libraries and symbols in real processes, and the /proc readers they rely on.
 
-mod common_lookup;
+use crate::common_lookup;
 
 use common_lookup::{copy_into, register_lib, start_forking_target, start_target};
 use rocprof_attach::engine::elf::{self, RemoteLibrary};

@@ -3,7 +3,7 @@
 //! code is not 0, a target that exits during the window is reported once, and `completions`
 //! without a shell names the shells.
 
-mod common;
+use crate::common;
 
 use common::{records, rocprof_attach, tool_lib, Target, TargetOpts};
 use std::io::Read;

@@ -6,7 +6,7 @@
 //! Without it they fail and say how to install it; they never pass silently. The same across
 //! several nodes, and Slurm's `srun`, are in tests/nodes.rs.
 
-mod common;
+use crate::common;
 
 use common::{listener_tid, records_in, register_lib, rocprof_attach, target_bin, tool_lib};
 use std::io::{BufRead, BufReader};

@@ -2,8 +2,8 @@
 //! parallel attach and detach where one target is slow or refuses, the per-process report,
 //! per-rank output templates and the aggregated exit status. Real processes throughout.
 
-mod common;
-mod rocpd_common;
+use crate::common;
+use crate::rocpd_common;
 
 use common::{records, rocprof_attach, tool_lib, wait_until, Record, Target, TargetOpts};
 use nix::sys::signal::Signal;

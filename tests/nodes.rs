@@ -12,9 +12,8 @@
 //! Needs root and the packages of tests/scripts/ci-deps.sh (slurm-wlm, munge, iproute2, util-linux).
 //! When Slurm cannot start, the test fails with the daemons' log tails; nothing is skipped.
 
-mod cluster;
-mod common;
-mod rocpd_common;
+use crate::cluster;
+use crate::common;
 
 use cluster::jobs::*;
 use cluster::{Cluster, Host};

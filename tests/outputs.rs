@@ -2,9 +2,8 @@
 //! the tool does (issue 19 item 3), incomplete output (item 4), asynchronous output (item 6) and
 //! the facts in the report (item 7).
 
-mod common;
-#[path = "rocpd_common/mod.rs"]
-mod rocpd_common;
+use crate::common;
+use crate::rocpd_common;
 
 use common::{rocprof_attach, tool_lib, Target, TargetOpts};
 

@@ -1,7 +1,7 @@
 //! Preflight checks against real processes: each failure is its own error with the fix.
 
-mod common_lookup;
-mod prereq;
+use crate::common_lookup;
+use crate::prereq;
 
 use common_lookup::{
     attach_tool_lib, configure_lib, copy_into, register_lib, start_forking_target, start_target,

@@ -1,7 +1,7 @@
 //! `rocprof-attach convert` / `summary` as a user runs them: bad input, bad output locations,
 //! exit codes, one-line errors, and no half-written files.
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! rocpd → CSV against real rocprofv3 samples: each test rebuilds a database from a sample's
 //! values with the crate's writer, runs `rocprof-attach convert`, and compares bytes.
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 use rocpd_common::*;
 use rocprof_attach::rocpd::model::*;

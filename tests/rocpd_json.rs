@@ -1,6 +1,6 @@
 //! rocpd → rocprofv3 JSON layout.
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 use rocpd_common::*;
 use serde_json::Value;

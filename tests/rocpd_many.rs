@@ -2,7 +2,7 @@
 //! 64-rank job and a 256-rank one, each rank with its own number of kernels, checked against
 //! what the ranks hold.
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,7 @@
 //! database. OTF2 is built in wherever the library is installed (no feature flag); in a build
 //! without it, `-f otf2` is a one-line error naming the fix.
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 #[cfg(have_otf2)]
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 //! databases: every kernel, API call, sample, copy, flow and counter value appears exactly once,
 //! on a track of the right process and thread; windows keep exactly what they select.
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

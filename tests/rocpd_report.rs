@@ -1,7 +1,7 @@
 //! `query` and `summary` in every format, time windows, and the HTML report rendered in headless
 //! Chromium (Debian's chromium, installed by scripts/ci-deps.sh).
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 use std::path::Path;
 use std::process::Command;

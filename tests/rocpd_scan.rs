@@ -1,7 +1,7 @@
 //! How the converters read rows: the result does not depend on the order of `rocpd_event` ids,
 //! and a time window keeps only the records inside it.
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 use std::path::Path;
 

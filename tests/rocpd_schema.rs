@@ -1,7 +1,7 @@
 //! The rocpd model as written: suffixed tables, metadata rows, string table, double-quoted
 //! defaults, and the views ROCm's `rocpd` package queries.
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 use rocpd_common::*;
 use rocprof_attach::rocpd::guid::Guid;

@@ -6,8 +6,8 @@
 //! with what to install or do; `ROCPROF_ATTACH_TEST_ALLOW_SKIP=1` skips it instead, on a machine
 //! that cannot run it (tests/prereq).
 
-mod common;
-mod prereq;
+use crate::common;
+use crate::prereq;
 
 use common::{records, rocprof_attach, tool_lib, Target, TargetOpts};
 use std::os::unix::fs::PermissionsExt;

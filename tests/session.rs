@@ -1,6 +1,6 @@
 //! The whole product against the C stand-ins: `rocprof-attach --attach PID ...` end to end.
 
-mod common;
+use crate::common;
 
 use common::{hex, records, rocprof_attach, tool_lib, Target, TargetOpts};
 use nix::sys::signal::Signal;

@@ -1,8 +1,7 @@
 //! After detach, formats the tool did not write are produced locally from its rocpd output.
 
-mod common;
-#[path = "rocpd_common/mod.rs"]
-mod rocpd_common;
+use crate::common;
+use crate::rocpd_common;
 
 use common::{rocprof_attach, tool_lib, Target, TargetOpts};
 

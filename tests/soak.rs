@@ -9,7 +9,7 @@
 //!
 //! SOAK_CYCLES sets the count (default 300 for CI; tests/scripts/soak.sh runs 10,000).
 
-mod common;
+use crate::common;
 
 use common::{fd_count, status_kb, tool_lib, wait_until, Pristine, Target, TargetOpts};
 use std::process::{Command, Stdio};

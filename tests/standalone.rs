@@ -1,7 +1,7 @@
 //! Issue 19, item 2: every session stands alone: nothing an earlier session sent to the target
 //! applies to a later one.
 
-mod common;
+use crate::common;
 
 use common::{attach_pairs, rocprof_attach, tool_lib, Target, TargetOpts};
 use std::collections::BTreeMap;

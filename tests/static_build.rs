@@ -5,7 +5,7 @@
 //! archive is (Debian's libopen-trace-format2-dev has one): `convert -f otf2` then works, read back
 //! with `otf2-print`; without the archive the build leaves OTF2 out and says so.
 
-mod rocpd_common;
+use crate::rocpd_common;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu"))]
 #[test]

@@ -12,7 +12,7 @@
 //! The cycles use the library's forked agent (`agent::run`, exactly what rocprof-attach runs per
 //! process) in this test process, so 1,000 cycles take seconds rather than minutes.
 
-mod common;
+use crate::common;
 
 use common::{at_entry, env_buffer, symbol_addr, wait_until, Pristine, Target, TargetOpts};
 use rocprof_attach::engine::agent::{self, CallTimeouts, Job};

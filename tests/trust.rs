@@ -3,8 +3,8 @@
 //! `--json` report. Every bad input is one error line with the fix, and the target is untouched:
 //! nothing traces it and it keeps running.
 
-mod common;
-mod prereq;
+use crate::common;
+use crate::prereq;
 
 use common::{records, rocprof_attach, tool_lib, tracer_pid, Target, TargetOpts};
 use nix::sys::signal::{kill, Signal};

@@ -1,6 +1,8 @@
 //! Shared test support: build the C stand-ins with gcc and run them as real processes.
 #![allow(dead_code)]
 
+pub mod cuda;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};

@@ -3,7 +3,7 @@
 # `cargo build` (its own target directory, rebuilt in a loop) run for as long as the runs do.
 #
 #   tests/scripts/stress.sh            # 5 runs of the whole suite
-#   tests/scripts/stress.sh 20 -E 'binary(trust) | binary(faults)'   # 20 runs of two binaries
+#   tests/scripts/stress.sh 20 -E 'test(/^trust::/) | test(/^faults::/)'   # 20 runs of two files' tests
 #
 # Arguments after N go to `cargo nextest run`. Prints one line per run and a last line
 # "stress: R runs, F failed"; exits 1 if any run failed. Each run's log is kept in
