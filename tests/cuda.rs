@@ -472,3 +472,75 @@ fn a_front_end_killed_at_each_spawn_step_leaves_an_attachable_target() {
         assert!(t.enabled().is_empty(), "{}: {}", step.name(), t.state());
     }
 }
+
+#[test]
+fn a_second_concurrent_session_on_the_same_process_is_refused() {
+    let t = Target::spawn(&[], &[]);
+    let mut first = start(
+        &t,
+        &[
+            "--kernel-trace",
+            "-o",
+            "one",
+            "--attach-duration-msec",
+            "30s",
+        ],
+        &[],
+    );
+    first.wait_for("attached to PID");
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--kernel-trace",
+            "-o",
+            "two",
+            "--attach-duration-msec",
+            "100",
+        ],
+    );
+    assert_eq!(code, 4, "refused: {stderr}");
+    first.signal(nix::sys::signal::Signal::SIGINT);
+    let (code, _, stderr) = first.finish();
+    assert_eq!(code, 0, "the first session is unharmed: {stderr}");
+    assert!(t.out().join("one_results.db").is_file());
+    assert!(!t.out().join("two_results.db").exists());
+}
+
+#[test]
+fn the_rocattach_library_attaches_a_cuda_process_the_same_way() {
+    let layout = crate::capi_common::Layout::install();
+    let t = Target::spawn(&[], &[]);
+    let (p, out, tool) = (t.pid.to_string(), t.out(), tool());
+    let args = [
+        "setenv",
+        "ROCPROF_KERNEL_TRACE",
+        "1",
+        "setenv",
+        "ROCPROF_OUTPUT_PATH",
+        out.to_str().unwrap(),
+        "setenv",
+        "ROCPROF_OUTPUT_FILE_NAME",
+        "capi",
+        "attach",
+        &p,
+        "cpu_window",
+        "200",
+        "detach",
+        &p,
+    ];
+    let env = [("ROCPROF_ATTACH_CUDA_TOOL", Some(tool.to_str().unwrap()))];
+    let (lines, err) = crate::capi_common::run(&layout.lib(), &args, &env);
+    assert_eq!(
+        crate::capi_common::status_of(&lines, &format!("attach {p}")),
+        0,
+        "{err}"
+    );
+    assert_eq!(
+        crate::capi_common::status_of(&lines, &format!("detach {p}")),
+        0,
+        "{err}"
+    );
+    let db = out.join("capi_results.db");
+    assert!(count(&db, "SELECT COUNT(*) FROM kernels") > 0, "{err}");
+    assert!(t.enabled().is_empty(), "{}", t.state());
+}
