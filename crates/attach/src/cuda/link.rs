@@ -261,40 +261,7 @@ fn load(p: &Planned, facts: &Facts, injector: &dyn Injector) -> Result<(OwnedFd,
         payload: format!("version=1\nsocket={}\n", listener.name),
         parked_in: PARKED_IN.iter().map(|(n, _)| *n).collect(),
     });
-    let mut last = None;
-    let mut spawned = None;
-    for parked in facts.parked.iter().take(4) {
-        let target = agent::Target {
-            pid,
-            tid: parked.tid,
-            site: p.report.entry,
-            function: functions.pthread_create,
-        };
-        match injector.inject(&target, &job) {
-            Err(e @ rocprof_engine::Error::NotParked { .. }) => last = Some(e.into()),
-            Err(e) => return Err(e.into()),
-            Ok(o) if o.status == Some(0) => {
-                spawned = Some(o);
-                break;
-            }
-            Ok(o) => {
-                return Err(Error::NotAttachable {
-                    pid,
-                    reason: format!(
-                        "pthread_create in the target returned {} (out of threads or memory?); nothing was \
-                         loaded",
-                        o.status.map_or("nothing".into(), |s| s.to_string())
-                    ),
-                })
-            }
-        }
-    }
-    let Some(outcome) = spawned else {
-        return Err(last.unwrap_or(Error::NotAttachable {
-            pid,
-            reason: "no parked thread left to load the tool from".into(),
-        }));
-    };
+    let outcome = spawn_on_parked(p, facts, functions.pthread_create, &job, injector)?;
     let started = Instant::now();
     let block = |o: &agent::Outcome| o.spawn_block.map(|b| spawn::read_block(pid, b));
     // The tool connects back; or, when an earlier load got there first (its thread had not named
@@ -332,6 +299,51 @@ fn load(p: &Planned, facts: &Facts, injector: &dyn Injector) -> Result<(OwnedFd,
             START_TIMEOUT.as_secs()
         ),
     })
+}
+
+/// Run the spawn on a parked thread: the preflight's, best first; a thread that woke up before
+/// it stopped is released untouched and the next one tried; when every one did, the process's
+/// threads are looked at again (three rounds at most).
+fn spawn_on_parked(
+    p: &Planned,
+    facts: &Facts,
+    pthread_create: u64,
+    job: &Job,
+    injector: &dyn Injector,
+) -> Result<agent::Outcome> {
+    let pid = p.report.pid;
+    let mut last = None;
+    let mut candidates = facts.parked.clone();
+    for _round in 0..3 {
+        for parked in candidates.iter().take(4) {
+            let target = agent::Target {
+                pid,
+                tid: parked.tid,
+                site: p.report.entry,
+                function: pthread_create,
+            };
+            match injector.inject(&target, job) {
+                Err(e @ rocprof_engine::Error::NotParked { .. }) => last = Some(e.into()),
+                Err(e) => return Err(e.into()),
+                Ok(o) if o.status == Some(0) => return Ok(o),
+                Ok(o) => {
+                    return Err(Error::NotAttachable {
+                        pid,
+                        reason: format!(
+                            "pthread_create in the target returned {} (out of threads or memory?); nothing \
+                             was loaded",
+                            o.status.map_or("nothing".into(), |s| s.to_string())
+                        ),
+                    })
+                }
+            }
+        }
+        candidates = super::preflight::parked_threads(pid)?;
+    }
+    Err(last.unwrap_or(Error::NotAttachable {
+        pid,
+        reason: "no parked thread left to load the tool from".into(),
+    }))
 }
 
 /// Have the tool stop tracing and write its database. A reply that reports an error still means

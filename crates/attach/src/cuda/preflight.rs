@@ -113,7 +113,7 @@ pub fn check(pid: i32, maps: &[Mapping]) -> Result<Facts> {
     if loaded.is_some() {
         return Ok(facts);
     }
-    facts.parked = parked_threads(pid)?;
+    facts.parked = parked_soon(pid)?;
     if facts.parked.is_empty() {
         return Err(Error::NotAttachable {
             pid,
@@ -130,6 +130,24 @@ pub fn check(pid: i32, maps: &[Mapping]) -> Result<Facts> {
 
 fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
+}
+
+/// How long [`parked_soon`] looks for a parked thread, and how often.
+const PARKED_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+const PARKED_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// [`parked_threads`], looked for again for up to a second when none is parked right now: a
+/// driver thread that woke up for an event, or a loop between two sleeps, is parked again a
+/// moment later (and on a loaded machine may wait for a CPU before it is).
+fn parked_soon(pid: i32) -> Result<Vec<Parked>> {
+    let deadline = std::time::Instant::now() + PARKED_WAIT;
+    loop {
+        let found = parked_threads(pid)?;
+        if !found.is_empty() || std::time::Instant::now() >= deadline {
+            return Ok(found);
+        }
+        std::thread::sleep(PARKED_EVERY);
+    }
 }
 
 /// Threads parked in one of [`PARKED_IN`], not stopped: other threads before the main thread
