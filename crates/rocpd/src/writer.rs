@@ -33,13 +33,23 @@ pub struct Writer {
     ppid: i64,
     /// The statements written once per record, built once ([`Hot`]).
     hot: Hot,
+    /// Kernel dispatches not written yet: their event's 5 values, then the dispatch's 21.
+    pending: Vec<[i64; 26]>,
 }
+
+/// Kernel dispatches written by one statement (with their events): a window of a million
+/// kernels is a million rows, and one statement per row was most of the time spent.
+const BATCH: usize = 64;
 
 /// The SQL of the statements run once per record: formatting it for each row cost a tenth of
 /// the write.
 struct Hot {
     event: String,
     dispatch: String,
+    /// [`BATCH`] events (without extdata: `'{}'`) in one statement.
+    event_batch: String,
+    /// [`BATCH`] dispatches in one statement.
+    dispatch_batch: String,
 }
 
 impl Hot {
@@ -54,6 +64,17 @@ impl Hot {
                  stream_id, start, end, private_segment_size, group_segment_size, workgroup_size_x, workgroup_size_y, \
                  workgroup_size_z, grid_size_x, grid_size_y, grid_size_z, region_name_id, event_id) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
+            ),
+            event_batch: format!(
+                "INSERT INTO `rocpd_event{uuid}` (id, category_id, stack_id, parent_stack_id, correlation_id, extdata) \
+                 VALUES {}",
+                vec!["(?, ?, ?, ?, ?, '{}')"; BATCH].join(", ")
+            ),
+            dispatch_batch: format!(
+                "INSERT INTO `rocpd_kernel_dispatch{uuid}` (id, nid, pid, tid, agent_id, kernel_id, dispatch_id, queue_id, \
+                 stream_id, start, end, private_segment_size, group_segment_size, workgroup_size_x, workgroup_size_y, \
+                 workgroup_size_z, grid_size_x, grid_size_y, grid_size_z, region_name_id, event_id) VALUES {}",
+                vec![format!("({})", vec!["?"; 21].join(", ")); BATCH].join(", ")
             ),
         }
     }
@@ -104,6 +125,7 @@ impl Writer {
             conn,
             path: path.to_path_buf(),
             hot: Hot::new(&guid.uuid()),
+            pending: Vec::with_capacity(BATCH),
             uuid: guid.uuid(),
             strings: HashMap::new(),
             next_string: 1,
@@ -491,12 +513,86 @@ impl Writer {
         Ok(())
     }
 
-    /// Writes a kernel dispatch with its event and counter values.
+    /// Writes a kernel dispatch with its event and counter values. Dispatches without counters
+    /// are written [`BATCH`] at a time (ids are given now, so nothing else sees the delay).
     pub fn kernel_dispatch(&mut self, k: &KernelDispatch) -> Result<()> {
         self.thread(k.tid)?;
         self.ensure_queue(k.queue_id)?;
         self.ensure_stream(k.stream_id)?;
         let region = self.string(&k.region_name)?;
+        if !k.counters.is_empty() {
+            return self.dispatch_with_counters(k, region);
+        }
+        let category = self.string("KERNEL_DISPATCH")?;
+        let event = self.next_event;
+        self.next_event += 1;
+        let c = &k.correlation;
+        self.pending.push([
+            event,
+            category,
+            c.internal,
+            c.ancestor,
+            c.external,
+            k.dispatch_id,
+            self.nid,
+            self.pid,
+            k.tid,
+            k.agent_id,
+            k.kernel_id,
+            k.dispatch_id,
+            k.queue_id,
+            k.stream_id,
+            k.start,
+            k.end,
+            k.private_segment_size,
+            k.group_segment_size,
+            k.workgroup[0],
+            k.workgroup[1],
+            k.workgroup[2],
+            k.grid[0],
+            k.grid[1],
+            k.grid[2],
+            region,
+            event,
+        ]);
+        if self.pending.len() == BATCH {
+            self.flush_dispatches()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the pending dispatches: a full batch with one statement per table, a partial one
+    /// row by row.
+    fn flush_dispatches(&mut self) -> Result<()> {
+        if self.pending.len() == BATCH {
+            let events = self.pending.iter().flat_map(|r| r[..5].iter().copied());
+            self.conn
+                .prepare_cached(&self.hot.event_batch)?
+                .execute(rusqlite::params_from_iter(events))?;
+            let rows = self.pending.iter().flat_map(|r| r[5..].iter().copied());
+            self.conn
+                .prepare_cached(&self.hot.dispatch_batch)?
+                .execute(rusqlite::params_from_iter(rows))?;
+        } else {
+            for r in &self.pending {
+                self.conn
+                    .prepare_cached(&self.hot.event)?
+                    .execute(params![r[0], r[1], r[2], r[3], r[4], "{}"])?;
+                // The single-row statement gives the dispatch id once (?1 twice).
+                let mut row: Vec<i64> = r[5..].to_vec();
+                row.remove(6);
+                self.conn
+                    .prepare_cached(&self.hot.dispatch)?
+                    .execute(rusqlite::params_from_iter(row))?;
+            }
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// A dispatch with counter values, written at once (its counters refer to its event).
+    fn dispatch_with_counters(&mut self, k: &KernelDispatch, region: i64) -> Result<()> {
+        self.flush_dispatches()?;
         let event = self.event(
             "KERNEL_DISPATCH",
             &k.correlation,
@@ -621,7 +717,8 @@ impl Writer {
     }
 
     /// Commits the transaction and closes the database.
-    pub fn finish(self) -> Result<PathBuf> {
+    pub fn finish(mut self) -> Result<PathBuf> {
+        self.flush_dispatches()?;
         self.conn.execute_batch("COMMIT")?;
         let path = self.path.clone();
         self.conn.close().map_err(|(_, e)| Error::Sqlite(e))?;
