@@ -135,6 +135,13 @@ fn copy_operation(kind: u8) -> (&'static str, bool, bool) {
     }
 }
 
+/// `rows` in start order (a stable sort of references: equal starts keep CUPTI's order).
+fn by_start<T>(rows: &[T], start: impl Fn(&T) -> u64) -> Vec<&T> {
+    let mut sorted: Vec<&T> = rows.iter().collect();
+    sorted.sort_by_key(|r| start(r));
+    sorted
+}
+
 /// Writes `rows` as a rocpd database at `path`.
 pub fn write(
     path: &Path,
@@ -253,7 +260,9 @@ pub fn write(
         })?;
     }
     let mut symbols: HashMap<&str, i64> = HashMap::new();
-    for (i, k) in rows.kernels.iter().enumerate() {
+    // In start order, as rocprofv3's databases are: CUPTI completes buffers in no particular
+    // order, and readers (the Perfetto converter's single pass) rely on id order being time order.
+    for (i, k) in by_start(&rows.kernels, |k| k.start).into_iter().enumerate() {
         let next = symbols.len() as i64 + 1;
         let kid = match symbols.get(k.name.as_str()) {
             Some(&id) => id,
@@ -299,7 +308,7 @@ pub fn write(
         counts.kernels += 1;
     }
 
-    for c in &rows.copies {
+    for c in by_start(&rows.copies, |c| c.start) {
         let gpu = agent_of(c.device);
         let (op, src_host, dst_host) = if c.memset {
             ("MEMORY_SET", false, false)
@@ -339,7 +348,7 @@ pub fn write(
         }
     };
     let mut names: HashMap<(bool, u32), String> = HashMap::new();
-    for a in &rows.apis {
+    for a in by_start(&rows.apis, |a| a.start) {
         let name = names
             .entry((a.driver, a.cbid))
             .or_insert_with(|| api_name(a.driver, a.cbid))
