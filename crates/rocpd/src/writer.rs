@@ -513,16 +513,14 @@ impl Writer {
         Ok(())
     }
 
-    /// Writes a kernel dispatch with its event and counter values. Dispatches without counters
-    /// are written [`BATCH`] at a time (ids are given now, so nothing else sees the delay).
+    /// Writes a kernel dispatch with its event and counter values. Dispatches are written
+    /// [`BATCH`] at a time (ids are given now, so nothing else sees the delay); one with counters
+    /// is written at once, with the batch before it.
     pub fn kernel_dispatch(&mut self, k: &KernelDispatch) -> Result<()> {
         self.thread(k.tid)?;
         self.ensure_queue(k.queue_id)?;
         self.ensure_stream(k.stream_id)?;
         let region = self.string(&k.region_name)?;
-        if !k.counters.is_empty() {
-            return self.dispatch_with_counters(k, region);
-        }
         let category = self.string("KERNEL_DISPATCH")?;
         let event = self.next_event;
         self.next_event += 1;
@@ -555,8 +553,18 @@ impl Writer {
             region,
             event,
         ]);
-        if self.pending.len() == BATCH {
+        // Counter values refer to the dispatch's event: it is written first.
+        if self.pending.len() == BATCH || !k.counters.is_empty() {
             self.flush_dispatches()?;
+        }
+        for &(pmc, value) in &k.counters {
+            let sql = format!(
+                "INSERT INTO {} (event_id, pmc_id, value) VALUES (?1, ?2, ?3)",
+                self.t("rocpd_pmc_event")
+            );
+            self.conn
+                .prepare_cached(&sql)?
+                .execute(params![event, pmc, value])?;
         }
         Ok(())
     }
@@ -587,51 +595,6 @@ impl Writer {
             }
         }
         self.pending.clear();
-        Ok(())
-    }
-
-    /// A dispatch with counter values, written at once (its counters refer to its event).
-    fn dispatch_with_counters(&mut self, k: &KernelDispatch, region: i64) -> Result<()> {
-        self.flush_dispatches()?;
-        let event = self.event(
-            "KERNEL_DISPATCH",
-            &k.correlation,
-            k.correlation.internal,
-            None,
-        )?;
-        self.conn
-            .prepare_cached(&self.hot.dispatch)?
-            .execute(params![
-                k.dispatch_id,
-                self.nid,
-                self.pid,
-                k.tid,
-                k.agent_id,
-                k.kernel_id,
-                k.queue_id,
-                k.stream_id,
-                k.start,
-                k.end,
-                k.private_segment_size,
-                k.group_segment_size,
-                k.workgroup[0],
-                k.workgroup[1],
-                k.workgroup[2],
-                k.grid[0],
-                k.grid[1],
-                k.grid[2],
-                region,
-                event
-            ])?;
-        for &(pmc, value) in &k.counters {
-            let sql = format!(
-                "INSERT INTO {} (event_id, pmc_id, value) VALUES (?1, ?2, ?3)",
-                self.t("rocpd_pmc_event")
-            );
-            self.conn
-                .prepare_cached(&sql)?
-                .execute(params![event, pmc, value])?;
-        }
         Ok(())
     }
 

@@ -312,7 +312,7 @@ fn spawn_on_parked(
     injector: &dyn Injector,
 ) -> Result<agent::Outcome> {
     let pid = p.report.pid;
-    let mut last = None;
+    let mut last: Option<Error> = None;
     let mut candidates = facts.parked.clone();
     for _round in 0..3 {
         for parked in candidates.iter().take(4) {
@@ -340,10 +340,18 @@ fn spawn_on_parked(
         }
         candidates = super::preflight::parked_threads(pid)?;
     }
-    Err(last.unwrap_or(Error::NotAttachable {
+    let why = last.map_or_else(
+        || "no parked thread was left to load the tool from".to_string(),
+        |e: Error| e.to_string(),
+    );
+    Err(Error::NotAttachable {
         pid,
-        reason: "no parked thread left to load the tool from".into(),
-    }))
+        reason: format!(
+            "{why}: every thread that was waiting woke up before it could be used. Fix: retry while the \
+             process is less busy, or start it with CUDA_INJECTION64_PATH=/path/to/librocprof_cuda_tool.so \
+             (docs/cuda.md, \"Without ptrace\")"
+        ),
+    })
 }
 
 /// Have the tool stop tracing and write its database. A reply that reports an error still means
