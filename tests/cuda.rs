@@ -286,6 +286,14 @@ fn sys_trace_enables_every_kind_and_detach_disables_them() {
     let (code, _, stderr) = run.finish();
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(t.enabled(), Vec::<u32>::new(), "{}", t.state());
+    assert!(
+        stderr.contains("warning") && stderr.contains("NVTX_INJECTION64_PATH"),
+        "the tool's caveat about NVTX is a warning of the session: {stderr}"
+    );
+    assert!(
+        !stderr.contains("scratch"),
+        "switches --sys-trace implies that CUDA lacks are named only with -v: {stderr}"
+    );
     let db = t.out().join("s_results.db");
     assert!(
         count(&db, "SELECT COUNT(*) FROM memory_allocations") > 0,

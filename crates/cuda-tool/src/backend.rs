@@ -15,6 +15,7 @@ use crate::records::{
     KIND_RUNTIME,
 };
 use crate::server::Backend;
+use crate::sink::Sink;
 
 /// `clock_gettime(CLOCK_BOOTTIME)` in ns.
 pub fn boottime_ns() -> i64 {
@@ -49,9 +50,31 @@ struct Session {
     subscriber: *mut c_void,
     offset: i64,
     offset_width: i64,
-    init: i64,
     cupti_version: u32,
     cuda: CudaInfo,
+    /// The database, written while the session runs (`None` once a write failed).
+    sink: Option<Sink>,
+    /// Why writing failed during the window.
+    sink_error: Option<String>,
+}
+
+/// API names as users know them, from CUPTI's callback names.
+fn api_namer(c: &'static Cupti) -> impl Fn(bool, u32) -> String {
+    move |driver: bool, cbid: u32| {
+        let domain = if driver {
+            cupti::CUPTI_CB_DOMAIN_DRIVER_API
+        } else {
+            cupti::CUPTI_CB_DOMAIN_RUNTIME_API
+        };
+        db::api_display_name(&c.callback_name(domain, cbid)).to_owned()
+    }
+}
+
+fn write_failed(db: &std::path::Path, e: &str) -> ToolError {
+    ToolError::new(
+        Code::Internal,
+        format!("writing the database {} failed: {e}; the collected data is lost: check the path and free space, then attach again", db.display()),
+    )
 }
 
 /// The backend used inside the target process.
@@ -225,6 +248,18 @@ impl CuptiBackend {
             (0, 0)
         });
         let cuda = cuda::query();
+        let init = boottime_ns();
+        let header = SessionInfo {
+            init,
+            fini: init,
+            offset,
+            extdata: serde_json::json!({}),
+            demangle: plan.demangle,
+        };
+        let sink = match Sink::create(&plan.db, &cuda, &header) {
+            Ok(s) => s,
+            Err(e) => return Err(fail(&enabled, write_failed(&plan.db, &e.to_string()))),
+        };
         let reply = serde_json::json!({
             "cupti": c.path.display().to_string(),
             "cupti_version": version,
@@ -232,6 +267,7 @@ impl CuptiBackend {
             "kinds": plan.kind_names(),
             "enable_us": t0.elapsed().as_micros() as u64,
             "notes": plan.notes,
+            "left_out": plan.left_out,
         });
         self.session = Some(Session {
             plan,
@@ -240,11 +276,27 @@ impl CuptiBackend {
             subscriber: sub,
             offset,
             offset_width,
-            init: boottime_ns(),
             cupti_version: version,
             cuda,
+            sink: Some(sink),
+            sink_error: None,
         });
         Ok(reply)
+    }
+
+    /// Writes what CUPTI has delivered since the last tick (rows older than the lag).
+    fn do_tick(&mut self) {
+        let Some(s) = self.session.as_mut() else {
+            return;
+        };
+        let rows = activity::take_rows();
+        let Some(sink) = s.sink.as_mut() else {
+            return; // a write failed: detach reports it; the rows are dropped
+        };
+        if let Err(e) = sink.add(rows, &api_namer(s.cupti)) {
+            s.sink_error = Some(e.to_string());
+            s.sink = None;
+        }
     }
 
     fn do_detach(&mut self) -> Result<serde_json::Value, ToolError> {
@@ -268,39 +320,29 @@ impl CuptiBackend {
         let flush_us = t0.elapsed().as_micros() as u64;
         let rows = activity::take_rows();
         let t1 = Instant::now();
-        let info = SessionInfo {
-            init: s.init,
-            fini: boottime_ns(),
-            offset: s.offset,
-            demangle: s.plan.demangle,
-            extdata: serde_json::json!({
-                "backend": "cuda", "tool": "rocprof-attach", "cupti": c.path.display().to_string(),
-                "cupti_version": s.cupti_version, "driver_version": s.cuda.driver_version,
-                "clock": "CLOCK_BOOTTIME", "source_clock": "cuptiGetTimestamp",
-                "clock_offset_ns": s.offset, "clock_offset_uncertainty_ns": s.offset_width,
-                "kinds": s.plan.kind_names(), "dropped_records": rows.dropped,
-                "ignored_records": rows.other,
-                "process_start_ns": crate::host::process_start_ns(),
-            }),
+        let extdata = serde_json::json!({
+            "backend": "cuda", "tool": "rocprof-attach", "cupti": c.path.display().to_string(),
+            "cupti_version": s.cupti_version, "driver_version": s.cuda.driver_version,
+            "clock": "CLOCK_BOOTTIME", "source_clock": "cuptiGetTimestamp",
+            "clock_offset_ns": s.offset, "clock_offset_uncertainty_ns": s.offset_width,
+            "kinds": s.plan.kind_names(), "process_start_ns": crate::host::process_start_ns(),
+        });
+        let name = api_namer(c);
+        let mut sink = match (s.sink, s.sink_error) {
+            (Some(sink), None) => sink,
+            (_, e) => {
+                let e = e.unwrap_or_else(|| "no database was open".into());
+                return Err(write_failed(&s.plan.db, &e));
+            }
         };
-        let name = |driver: bool, cbid: u32| {
-            let domain = if driver {
-                cupti::CUPTI_CB_DOMAIN_DRIVER_API
-            } else {
-                cupti::CUPTI_CB_DOMAIN_RUNTIME_API
-            };
-            db::api_display_name(&c.callback_name(domain, cbid)).to_owned()
-        };
-        let counts = db::write(&s.plan.db, &rows, &s.cuda, &info, &name).map_err(|e| {
-            ToolError::new(
-                Code::Internal,
-                format!("writing the database {} failed: {e}; the collected data is lost: check the path and free space, then attach again", s.plan.db.display()),
-            )
-        })?;
+        let counts = sink
+            .add(rows, &name)
+            .and_then(|()| sink.finish(boottime_ns(), &extdata, &name))
+            .map_err(|e| write_failed(&s.plan.db, &e.to_string()))?;
         Ok(serde_json::json!({
             "db": s.plan.db.display().to_string(),
             "kernels": counts.kernels, "copies": counts.copies, "api": counts.api,
-            "allocations": counts.allocations, "dropped": rows.dropped,
+            "allocations": counts.allocations, "dropped": counts.dropped, "late": counts.late,
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
         }))
     }
@@ -322,5 +364,12 @@ impl Backend for CuptiBackend {
 
     fn detach(&mut self) -> Result<serde_json::Value, ToolError> {
         guarded(|| self.do_detach())
+    }
+
+    fn tick(&mut self) {
+        let _ = guarded(|| {
+            self.do_tick();
+            Ok(())
+        });
     }
 }

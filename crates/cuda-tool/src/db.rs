@@ -25,16 +25,17 @@
 //! Kernels, copies and allocations take the thread id of the API call with the same
 //! correlation id, or the process id when API tracing was off.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 
 use rocprof_rocpd::guid::Guid;
 use rocprof_rocpd::model::*;
-use rocprof_rocpd::Writer;
+use rocprof_rocpd::{Result, Writer};
 
 use crate::cuda::{CudaInfo, Device};
-use crate::host::{command_line, cpu_model, demangle, fnv, uname};
-use crate::records::{Collected, MARKER_END, MARKER_INSTANTANEOUS, MARKER_START};
+use crate::host::{command_line, cpu_model, fnv, uname};
+use crate::records::Collected;
+pub use crate::sink::Sink;
 
 /// rocpd kind of CUDA runtime API rows (`HIP_RUNTIME_API*` so rocpd's readers file them in
 /// the HIP API domain: `hip_api_trace.csv`).
@@ -68,6 +69,13 @@ pub struct Counts {
     pub api: u64,
     /// Allocation events.
     pub allocations: u64,
+    /// Records CUPTI dropped (its buffers were full or not handed out).
+    pub dropped: u64,
+    /// Records of kinds the tool does not write.
+    pub ignored: u64,
+    /// Rows written after a row of their kind that starts later: CUPTI delivered them more than
+    /// [`crate::sink::LAG_NS`] late.
+    pub late: u64,
 }
 
 /// An API name as users know it: CUPTI's callback names carry the version the entry point
@@ -84,7 +92,7 @@ pub fn api_display_name(cupti_name: &str) -> &str {
     }
 }
 
-fn gpu_agent(d: &Device) -> Agent {
+pub(crate) fn gpu_agent(d: &Device) -> Agent {
     let id = d.ordinal as i64 + 1;
     let name = if d.cc.0 > 0 {
         format!("sm_{}{}", d.cc.0, d.cc.1)
@@ -124,7 +132,7 @@ fn gpu_agent(d: &Device) -> Agent {
     }
 }
 
-fn copy_operation(kind: u8) -> (&'static str, bool, bool) {
+pub(crate) fn copy_operation(kind: u8) -> (&'static str, bool, bool) {
     // (operation, source is host, destination is host)
     match kind {
         1 | 3 => ("MEMORY_COPY_HOST_TO_DEVICE", true, false),
@@ -135,65 +143,100 @@ fn copy_operation(kind: u8) -> (&'static str, bool, bool) {
     }
 }
 
-/// `rows` in start order (a stable sort of references: equal starts keep CUPTI's order).
-fn by_start<T>(rows: &[T], start: impl Fn(&T) -> u64) -> Vec<&T> {
-    let mut sorted: Vec<&T> = rows.iter().collect();
-    sorted.sort_by_key(|r| start(r));
-    sorted
+/// The database header as the session starts: node, process (its end and session JSON are
+/// filled in by [`Header::finish_process`] at detach) and agents: the CPU (0), then every
+/// known device (ordinal + 1).
+pub(crate) struct Header {
+    /// The open database.
+    pub writer: Writer,
+    /// This process's id.
+    pub pid: i64,
+    /// Agent id of the first GPU (the code object's agent), 0 if none is known.
+    pub first_gpu: i64,
+    /// Device ordinals with an agent row.
+    pub agents: HashSet<u32>,
 }
 
-/// Writes `rows` as a rocpd database at `path`.
-pub fn write(
-    path: &Path,
-    rows: &Collected,
-    cuda: &CudaInfo,
-    session: &SessionInfo,
-    api_name: &dyn Fn(bool, u32) -> String,
-) -> rocprof_rocpd::Result<Counts> {
-    // SAFETY: trivial libc getters.
-    let (pid, ppid) = unsafe { (libc::getpid() as i64, libc::getppid() as i64) };
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    // As rocprofv3's tool does: the output template may name directories that do not exist yet
-    // (`%hostname%/…`); they are made by the target, as its user.
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+impl Header {
+    /// Creates the database at `path` and writes the header rows.
+    pub fn write(path: &Path, cuda: &CudaInfo, session: &SessionInfo) -> Result<Header> {
+        // SAFETY: trivial libc getters.
+        let (pid, ppid) = unsafe { (libc::getpid() as i64, libc::getppid() as i64) };
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        // As rocprofv3's tool does: the output template may name directories that do not exist
+        // yet (`%hostname%/…`); they are made by the target, as its user.
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let mut w = Writer::create(
+            path,
+            &Guid::from_parts(ms, (pid as u64) ^ session.init as u64),
+        )?;
+        let machine_id = std::fs::read_to_string("/etc/machine-id")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default();
+        let [sysname, hostname, release, version, machine, domain] = uname();
+        let hash = fnv(&format!("{machine_id}{hostname}"));
+        w.node(&Node {
+            id: hash,
+            hash,
+            machine_id,
+            system_name: sysname,
+            hostname,
+            release,
+            version,
+            hardware_name: machine,
+            domain_name: domain,
+        })?;
+        w.process(&Process {
+            pid,
+            ppid,
+            init: session.init,
+            fini: session.fini,
+            command: command_line(),
+            environment: String::new(),
+            extdata: session.extdata.to_string(),
+        })?;
+        w.agent(&cpu_agent())?;
+        let mut agents = HashSet::new();
+        for d in &cuda.devices {
+            w.agent(&gpu_agent(d))?;
+            agents.insert(d.ordinal as u32);
+        }
+        let first_gpu = cuda
+            .devices
+            .first()
+            .map(|d| d.ordinal as i64 + 1)
+            .unwrap_or(0);
+        Ok(Header {
+            writer: w,
+            pid,
+            first_gpu,
+            agents,
+        })
     }
-    let mut w = Writer::create(
-        path,
-        &Guid::from_parts(ms, (pid as u64) ^ session.init as u64),
-    )?;
-    let machine_id = std::fs::read_to_string("/etc/machine-id")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default();
-    let [sysname, hostname, release, version, machine, domain] = uname();
-    let hash = fnv(&format!("{machine_id}{hostname}"));
-    w.node(&Node {
-        id: hash,
-        hash,
-        machine_id,
-        system_name: sysname,
-        hostname,
-        release,
-        version,
-        hardware_name: machine,
-        domain_name: domain,
-    })?;
-    w.process(&Process {
-        pid,
-        ppid,
-        init: session.init,
-        fini: session.fini,
-        command: command_line(),
-        environment: String::new(),
-        extdata: session.extdata.to_string(),
-    })?;
 
-    // Agents: CPU 0, then every known device, then any device ordinal only the records know.
+    /// Writes an agent for a device ordinal only the records know (once).
+    pub fn device_seen(&mut self, ordinal: u32) -> Result<()> {
+        if ordinal >= 1 << 16 || !self.agents.insert(ordinal) {
+            return Ok(());
+        }
+        if self.first_gpu == 0 {
+            self.first_gpu = ordinal as i64 + 1;
+        }
+        self.writer.agent(&gpu_agent(&Device {
+            ordinal: ordinal as i32,
+            ..Default::default()
+        }))
+    }
+}
+
+fn cpu_agent() -> Agent {
     let (cpu, vendor) = cpu_model();
-    w.agent(&Agent {
+    Agent {
         id: 0,
         agent_type: "CPU".into(),
         logical_index: 0,
@@ -210,235 +253,21 @@ pub fn write(
         extdata: serde_json::json!({"node_id": 0, "logical_node_id": 0, "type": 1,
             "name": cpu, "vendor_name": vendor, "product_name": cpu, "model_name": cpu})
         .to_string(),
-    })?;
-    let mut devices: Vec<Device> = cuda.devices.clone();
-    let known: HashSet<u32> = devices.iter().map(|d| d.ordinal as u32).collect();
-    let mut seen: Vec<u32> = rows
-        .kernels
-        .iter()
-        .map(|k| k.device)
-        .chain(rows.copies.iter().map(|c| c.device))
-        .chain(rows.allocs.iter().map(|a| a.device))
-        .filter(|d| !known.contains(d) && *d < 1 << 16)
-        .collect();
-    seen.sort_unstable();
-    seen.dedup();
-    for d in seen {
-        devices.push(Device {
-            ordinal: d as i32,
-            ..Default::default()
-        });
     }
-    let agent_of = |d: u32| d as i64 + 1;
-    for d in &devices {
-        w.agent(&gpu_agent(d))?;
-    }
-    let first_gpu = devices.first().map(|d| d.ordinal as i64 + 1).unwrap_or(0);
+}
 
-    // Thread ids by correlation id.
-    let mut tid_of: HashMap<u32, i64> = HashMap::new();
-    for a in &rows.apis {
-        tid_of.entry(a.correlation).or_insert(a.tid as i64);
-    }
-    let tid = |c: u32, alt: u32| {
-        tid_of
-            .get(&c)
-            .or_else(|| tid_of.get(&alt))
-            .copied()
-            .unwrap_or(pid)
-    };
-    let off = session.offset;
-    let ts = |t: u64| (t as i64).saturating_add(off);
-    let mut counts = Counts::default();
-
-    if !rows.kernels.is_empty() {
-        w.code_object(&CodeObject {
-            id: 1,
-            agent_id: first_gpu,
-            uri: "memory://cuda".into(),
-            ..Default::default()
-        })?;
-    }
-    let mut symbols: HashMap<&str, i64> = HashMap::new();
-    // In start order, as rocprofv3's databases are: CUPTI completes buffers in no particular
-    // order, and readers (the Perfetto converter's single pass) rely on id order being time order.
-    for (i, k) in by_start(&rows.kernels, |k| k.start).into_iter().enumerate() {
-        let next = symbols.len() as i64 + 1;
-        let kid = match symbols.get(k.name.as_str()) {
-            Some(&id) => id,
-            None => {
-                w.kernel_symbol(&KernelSymbol {
-                    id: next,
-                    code_object_id: 1,
-                    kernel_name: k.name.clone(),
-                    display_name: if session.demangle {
-                        demangle(&k.name)
-                    } else {
-                        k.name.clone()
-                    },
-                    group_segment_size: k.static_shared as i64,
-                    private_segment_size: k.local_per_thread as i64,
-                    arch_vgpr_count: k.registers as i64,
-                    ..Default::default()
-                })?;
-                symbols.insert(&k.name, next);
-                next
-            }
-        };
-        let g = |n: usize| k.grid[n] as i64 * k.block[n] as i64;
-        w.kernel_dispatch(&KernelDispatch {
-            dispatch_id: i as i64 + 1,
-            tid: tid(k.correlation, 0),
-            agent_id: agent_of(k.device),
-            kernel_id: kid,
-            queue_id: k.stream as i64,
-            stream_id: k.stream as i64,
-            correlation: Correlation {
-                internal: k.correlation as i64,
-                ..Default::default()
-            },
-            start: ts(k.start),
-            end: ts(k.end),
-            private_segment_size: k.local_per_thread as i64,
-            group_segment_size: k.dynamic_shared as i64,
-            workgroup: [k.block[0] as i64, k.block[1] as i64, k.block[2] as i64],
-            grid: [g(0), g(1), g(2)],
-            ..Default::default()
-        })?;
-        counts.kernels += 1;
-    }
-
-    for c in by_start(&rows.copies, |c| c.start) {
-        let gpu = agent_of(c.device);
-        let (op, src_host, dst_host) = if c.memset {
-            ("MEMORY_SET", false, false)
-        } else {
-            copy_operation(c.copy_kind)
-        };
-        w.memory_copy(&MemoryCopy {
-            tid: tid(c.correlation, c.runtime_correlation),
-            operation: op.into(),
-            correlation: Correlation {
-                internal: c.correlation as i64,
-                ..Default::default()
-            },
-            start: ts(c.start),
-            end: ts(c.end),
-            src_agent_id: if src_host { 0 } else { gpu },
-            dst_agent_id: if dst_host { 0 } else { gpu },
-            size: c.bytes as i64,
-            stream_id: c.stream as i64,
-            ..Default::default()
-        })?;
-        counts.copies += 1;
-    }
-
-    // API regions: id = correlation id; a repeated id gets a fresh one above 2^40.
-    let mut region_ids: HashSet<i64> = HashSet::new();
-    let mut spare: i64 = 1 << 40;
-    let mut fresh = |want: i64, ids: &mut HashSet<i64>| {
-        if ids.insert(want) {
-            return want;
-        }
-        loop {
-            spare += 1;
-            if ids.insert(spare) {
-                return spare;
-            }
-        }
-    };
-    let mut names: HashMap<(bool, u32), String> = HashMap::new();
-    for a in by_start(&rows.apis, |a| a.start) {
-        let name = names
-            .entry((a.driver, a.cbid))
-            .or_insert_with(|| api_name(a.driver, a.cbid))
-            .clone();
-        let id = fresh(a.correlation as i64, &mut region_ids);
-        let (start, mut end) = (ts(a.start), ts(a.end));
-        if end == start {
-            end += 1; // a zero-length call would become a sample
-        }
-        w.api_call(&ApiCall {
-            kind: if a.driver { DRIVER_KIND } else { RUNTIME_KIND }.into(),
-            operation: name,
-            tid: a.tid as i64,
-            correlation: Correlation {
-                internal: id,
-                ..Default::default()
-            },
-            start,
-            end,
-            ..Default::default()
-        })?;
-        counts.api += 1;
-    }
-
-    // NVTX markers: pair start/end by id.
-    let mut open: HashMap<u32, (u64, Option<u32>, String)> = HashMap::new();
-    for (i, m) in rows.markers.iter().enumerate() {
-        let (start, end, tid_m, name) = if m.flags & MARKER_INSTANTANEOUS != 0 {
-            (
-                m.timestamp,
-                m.timestamp,
-                m.tid,
-                m.name.clone().unwrap_or_default(),
-            )
-        } else if m.flags & MARKER_START != 0 {
-            open.insert(
-                m.id,
-                (m.timestamp, m.tid, m.name.clone().unwrap_or_default()),
-            );
-            continue;
-        } else if m.flags & MARKER_END != 0 {
-            let Some((s, t, n)) = open.remove(&m.id) else {
-                continue;
-            };
-            (s, m.timestamp.max(s + 1), t.or(m.tid), n)
-        } else {
-            continue;
-        };
-        let id = fresh((1 << 41) + i as i64, &mut region_ids);
-        w.api_call(&ApiCall {
-            kind: "MARKER_CORE_API".into(),
-            operation: name.clone(),
-            tid: tid_m.map(|t| t as i64).unwrap_or(pid),
-            correlation: Correlation {
-                internal: id,
-                ..Default::default()
-            },
-            start: ts(start),
-            end: ts(end),
-            message: Some(name),
-            args: Vec::new(),
-        })?;
-        counts.api += 1;
-    }
-
-    for a in &rows.allocs {
-        w.memory_allocation(&MemoryAllocation {
-            tid: tid(a.correlation, 0),
-            operation: if a.release {
-                "MEMORY_ALLOCATION_FREE"
-            } else {
-                "MEMORY_ALLOCATION_ALLOCATE"
-            }
-            .into(),
-            correlation: Correlation {
-                internal: a.correlation as i64,
-                ..Default::default()
-            },
-            start: ts(a.timestamp),
-            end: ts(a.timestamp),
-            agent_id: Some(agent_of(a.device)),
-            address: a.address as i64,
-            size: a.bytes as i64,
-            stream_id: Some(a.stream as i64),
-            ..Default::default()
-        })?;
-        counts.allocations += 1;
-    }
-    w.finish()?;
-    Ok(counts)
+/// Writes `rows` as a rocpd database at `path` at once: what a session that streamed nothing
+/// during its window writes at detach ([`Sink`]).
+pub fn write(
+    path: &Path,
+    rows: &Collected,
+    cuda: &CudaInfo,
+    session: &SessionInfo,
+    api_name: &dyn Fn(bool, u32) -> String,
+) -> Result<Counts> {
+    let mut sink = Sink::create(path, cuda, session)?;
+    sink.add(rows.clone(), api_name)?;
+    sink.finish(session.fini, &session.extdata, api_name)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod host;
 pub mod protocol;
 pub mod records;
 pub mod server;
+pub mod sink;
 pub mod sock;
 
 use std::ffi::{c_char, c_int, CStr};

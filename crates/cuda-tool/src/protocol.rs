@@ -70,9 +70,9 @@
 //! A failed `attach` leaves nothing enabled or subscribed. Settings the CUDA backend has no
 //! counterpart for (`ROCPROF_HSA_*_TRACE`, `ROCPROF_HIP_COMPILER_API_TRACE`,
 //! `ROCPROF_SCRATCH_MEMORY_TRACE`, `ROCPROF_OMPT_TRACE` (all implied by `--sys-trace`), RCCL,
-//! rocDecode, rocJPEG, ...) are accepted and named in `notes`, as are kernel filters, collection
-//! periods and kernel renaming, which the CUDA backend does not implement; other unknown keys
-//! are ignored.
+//! rocDecode, rocJPEG, ...) are accepted and named in `left_out`; kernel filters, collection
+//! periods and kernel renaming, which the CUDA backend does not implement, are named in `notes`;
+//! other unknown keys are ignored.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -250,8 +250,12 @@ pub struct Plan {
     pub buffer_bytes: usize,
     /// Demangle kernel names for display (`ROCPROF_DEMANGLE_KERNELS`, default on).
     pub demangle: bool,
-    /// Notes for the reply (ignored options and caveats).
+    /// Caveats for the reply, which the front end shows as warnings (settings not
+    /// implemented for CUDA, NVTX without injection at launch).
     pub notes: Vec<String>,
+    /// Trace switches that were on but have no CUDA counterpart (`--sys-trace` implies
+    /// several): named in the reply, shown by the front end at info level.
+    pub left_out: Vec<&'static str>,
 }
 
 impl Plan {
@@ -297,52 +301,19 @@ const UNSUPPORTED: [(&str, &str); 8] = [
     ),
 ];
 
-/// Trace switches accepted and ignored (no CUDA counterpart here): `(prefix, note)`.
+/// Trace switches accepted and left out (no CUDA counterpart here): `(prefix, what)`.
 const IGNORED: [(&str, &str); 11] = [
-    (
-        "ROCPROF_HSA_",
-        "HSA API tracing has no CUDA equivalent; ignored",
-    ),
-    (
-        "ROCPROF_HIP_COMPILER_API_TRACE",
-        "the HIP compiler API has no CUDA equivalent; ignored",
-    ),
-    (
-        "ROCPROF_SCRATCH_MEMORY_TRACE",
-        "scratch memory tracing has no CUDA equivalent; ignored",
-    ),
-    (
-        "ROCPROF_RCCL_API_TRACE",
-        "RCCL tracing is not available for CUDA (NCCL); ignored",
-    ),
-    (
-        "ROCPROF_ROCDECODE_API_TRACE",
-        "rocDecode tracing has no CUDA equivalent; ignored",
-    ),
-    (
-        "ROCPROF_ROCJPEG_API_TRACE",
-        "rocJPEG tracing has no CUDA equivalent; ignored",
-    ),
-    (
-        "ROCPROF_ROCSHMEM_API_TRACE",
-        "rocSHMEM tracing has no CUDA equivalent; ignored",
-    ),
-    (
-        "ROCPROF_HIPFILE_API_TRACE",
-        "hipFile tracing has no CUDA equivalent; ignored",
-    ),
-    (
-        "ROCPROF_KFD_",
-        "KFD event tracing has no CUDA equivalent; ignored",
-    ),
-    (
-        "ROCPROF_OMPT_TRACE",
-        "OpenMP tools tracing is not available for CUDA processes; ignored",
-    ),
-    (
-        "ROCPROF_HIP_",
-        "HIP graph/event tracing is not implemented for CUDA; ignored",
-    ),
+    ("ROCPROF_HSA_", "HSA API"),
+    ("ROCPROF_HIP_COMPILER_API_TRACE", "HIP compiler API"),
+    ("ROCPROF_SCRATCH_MEMORY_TRACE", "scratch memory"),
+    ("ROCPROF_RCCL_API_TRACE", "RCCL (NCCL is not traced)"),
+    ("ROCPROF_ROCDECODE_API_TRACE", "rocDecode"),
+    ("ROCPROF_ROCJPEG_API_TRACE", "rocJPEG"),
+    ("ROCPROF_ROCSHMEM_API_TRACE", "rocSHMEM"),
+    ("ROCPROF_HIPFILE_API_TRACE", "hipFile"),
+    ("ROCPROF_KFD_", "KFD events"),
+    ("ROCPROF_OMPT_TRACE", "OpenMP tools"),
+    ("ROCPROF_HIP_", "HIP graphs and events"),
 ];
 
 /// Whether a setting asks for something: not empty, not a false value, not `none`.
@@ -401,7 +372,8 @@ impl AttachRequest {
         ];
         // The HIP compiler API switch stands for the driver API when the front end asked for it.
         let driver = self.flag("ROCPROF_ATTACH_CUDA_DRIVER_API");
-        for (prefix, note) in IGNORED {
+        let mut left_out = Vec::new();
+        for (prefix, what) in IGNORED {
             let on = self.env.iter().any(|(k, v)| {
                 k.starts_with(prefix)
                     && k.ends_with("_TRACE")
@@ -410,7 +382,7 @@ impl AttachRequest {
                     && truthy(v)
             });
             if on {
-                notes.push(note.to_owned());
+                left_out.push(what);
             }
         }
         let filtered = [
@@ -447,6 +419,7 @@ impl AttachRequest {
                 .get("ROCPROF_DEMANGLE_KERNELS")
                 .is_none_or(|v| truthy(v)),
             notes,
+            left_out,
         };
         let mut plan = plan;
         if plan.markers {
@@ -478,7 +451,8 @@ mod tests {
         assert_eq!(p.db, PathBuf::from("/tmp/x.db"));
         assert_eq!(p.buffer_bytes, DEFAULT_BUFFER_BYTES);
         assert_eq!(p.kind_names(), ["kernel", "runtime", "driver"]);
-        assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
+        assert_eq!(p.left_out, ["HSA API"]);
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
         assert!(p.demangle);
         // What the front end sends for --sys-trace: accepted, with notes, driver API on.
         let sys = "attach\nROCPROF_HIP_RUNTIME_API_TRACE=1\nROCPROF_HIP_COMPILER_API_TRACE=1\n\
@@ -489,8 +463,11 @@ mod tests {
         };
         let p = a.plan().unwrap();
         assert!(p.runtime_api && p.driver_api && p.kernels);
-        assert_eq!(p.notes.len(), 3, "{:?}", p.notes);
-        assert!(!p.notes.iter().any(|n| n.contains("compiler")));
+        assert_eq!(
+            p.left_out,
+            ["HSA API", "scratch memory", "OpenMP tools"],
+            "the compiler API switch stands for the driver API"
+        );
         // rocprofv3's defaults ask for nothing unsupported and add no notes.
         let defaults = "attach\nROCPROF_KERNEL_TRACE=1\nROCPROF_ATTACH_DB=/x.db\nROCPROF_PC_SAMPLING_METHOD=none\n\
             ROCPROF_COUNTERS=\nROCPROF_KERNEL_FILTER_INCLUDE_REGEX=.*\nROCPROF_HIP_GRAPH_TRACE=0\n\
@@ -499,7 +476,7 @@ mod tests {
             panic!()
         };
         let p = a.plan().unwrap();
-        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        assert!(p.notes.is_empty() && p.left_out.is_empty(), "{p:?}");
         assert!(!p.demangle);
     }
 

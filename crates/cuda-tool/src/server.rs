@@ -15,7 +15,12 @@ pub trait Backend {
     ) -> Result<serde_json::Value, ToolError>;
     /// Stops collecting and writes the database; the value is the JSON of the `ok` reply.
     fn detach(&mut self) -> Result<serde_json::Value, ToolError>;
+    /// Called about every [`TICK_MS`] while attached: writes what was collected so far.
+    fn tick(&mut self) {}
 }
+
+/// How often an attached session's rows are written while it runs (ms).
+pub const TICK_MS: i32 = 200;
 
 fn reply(conn: &OwnedFd, r: Result<serde_json::Value, ToolError>) -> bool {
     let text = match r {
@@ -80,14 +85,18 @@ pub fn serve_connection(
     backend: &mut dyn Backend,
 ) -> bool {
     let mut attached = false;
-    while let Ok((conn_ready, listen_ready)) =
-        sock::wait(conn.as_raw_fd(), listener.map(|l| l.as_raw_fd()))
-    {
+    while let Ok((conn_ready, listen_ready)) = sock::wait(
+        conn.as_raw_fd(),
+        listener.map(|l| l.as_raw_fd()),
+        if attached { TICK_MS } else { -1 },
+    ) {
         // The connection first: a peer that closed it just before a new one connected must
         // end this session (EOF) rather than have the newcomer refused.
         if !conn_ready {
             if let (true, Some(l)) = (listen_ready, listener) {
                 refuse_busy(l);
+            } else if attached {
+                backend.tick();
             }
             continue;
         }

@@ -190,7 +190,7 @@ pub fn recv(fd: &OwnedFd) -> io::Result<Received> {
 }
 
 /// Blocks until `a` or (if given) `b` is readable or hung up; returns `(a_ready, b_ready)`.
-pub fn wait(a: RawFd, b: Option<RawFd>) -> io::Result<(bool, bool)> {
+pub fn wait(a: RawFd, b: Option<RawFd>, timeout_ms: i32) -> io::Result<(bool, bool)> {
     let mut fds = [
         libc::pollfd {
             fd: a,
@@ -205,7 +205,7 @@ pub fn wait(a: RawFd, b: Option<RawFd>) -> io::Result<(bool, bool)> {
     ];
     loop {
         // SAFETY: fds is a valid array of two pollfd; a negative fd is ignored by poll.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {

@@ -231,3 +231,105 @@ fn rows_to_rocpd() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A session's rows reach the database while it runs: each `add` writes the rows [`LAG_NS`]
+/// behind the newest start, in start order; a row CUPTI delivers later than that is written
+/// anyway and counted as late; `finish` writes the rest and the process's end and JSON.
+#[test]
+fn rows_are_written_while_the_session_runs() {
+    use rocprof_cuda_tool::sink::{Sink, LAG_NS};
+    let dir = std::env::temp_dir().join(format!("cuda-tool-sink-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.db");
+    let cuda = CudaInfo {
+        devices: vec![Device::default()],
+        ..Default::default()
+    };
+    let session = SessionInfo {
+        init: 5,
+        fini: 5,
+        offset: 0,
+        extdata: serde_json::json!({}),
+        demangle: false,
+    };
+    let s = |tenths: u64| tenths * LAG_NS / 10;
+    let kernel = |start: u64, corr: u32| KernelRow {
+        start,
+        end: start + 10,
+        correlation: corr,
+        name: "_Z1kv".into(),
+        ..Default::default()
+    };
+    let api = |start: u64, corr: u32, tid: u32| ApiRow {
+        start,
+        end: start + 5,
+        correlation: corr,
+        tid,
+        ..Default::default()
+    };
+    let name = |_: bool, cbid: u32| format!("cuda{cbid}");
+    let mut sink = Sink::create(&path, &cuda, &session).unwrap();
+
+    // Out of order, newest at 2.5 s: the rows before 1.5 s go out, sorted.
+    let rows = Collected {
+        kernels: vec![kernel(s(5), 2), kernel(s(25), 4), kernel(s(1), 1)],
+        apis: vec![api(s(1), 1, 101), api(s(5), 2, 102), api(s(25), 4, 104)],
+        dropped: 3,
+        ..Default::default()
+    };
+    sink.add(rows, &name).unwrap();
+    assert_eq!((sink.counts().kernels, sink.counts().api), (2, 2));
+
+    // Delivered late: the kernel and its API call start before rows already written.
+    let rows = Collected {
+        kernels: vec![kernel(s(3), 3)],
+        apis: vec![api(s(3), 3, 103)],
+        ..Default::default()
+    };
+    sink.add(rows, &name).unwrap();
+    assert_eq!(sink.counts().kernels, 3);
+    assert_eq!(sink.counts().late, 2);
+
+    // A newer row moves the frontier: the 2.5 s kernel goes out, the 4 s one waits for detach.
+    let rows = Collected {
+        kernels: vec![kernel(s(40), 5)],
+        ..Default::default()
+    };
+    sink.add(rows, &name).unwrap();
+    assert_eq!(sink.counts().kernels, 4);
+    let counts = sink
+        .finish(77, &serde_json::json!({"backend": "cuda"}), &name)
+        .unwrap();
+    assert_eq!(
+        (counts.kernels, counts.api, counts.dropped, counts.late),
+        (5, 4, 3, 2)
+    );
+
+    let input = Input::open(&path).unwrap();
+    let sources = input.sources().unwrap();
+    let src = &sources[0];
+    let dims = src.dims(AgentIndex::Absolute).unwrap();
+    assert_eq!(dims.process.fini, 77);
+    let ext: serde_json::Value = serde_json::from_str(&dims.process.extdata).unwrap();
+    assert_eq!(ext["backend"], "cuda");
+    assert_eq!(ext["late_records"], 2);
+    assert_eq!(ext["dropped_records"], 3);
+    let mut dispatches = Vec::new();
+    src.dispatches(|d| {
+        dispatches.push((d.start, d.tid));
+        Ok(())
+    })
+    .unwrap();
+    let pid = std::process::id() as i64;
+    assert_eq!(
+        dispatches,
+        [
+            (s(1) as i64, 101),
+            (s(5) as i64, 102),
+            (s(3) as i64, 103),
+            (s(25) as i64, 104),
+            (s(40) as i64, pid)
+        ],
+        "in write order, with each kernel's thread from its API call"
+    );
+}

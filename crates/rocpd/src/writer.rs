@@ -246,6 +246,22 @@ impl Writer {
         Ok(())
     }
 
+    /// Sets the end time and the JSON of the process row [`Writer::process`] wrote: for a
+    /// writer that opens the database as its session starts and fills it while it runs.
+    pub fn finish_process(&mut self, fini: i64, extdata: &str) -> Result<()> {
+        let sql = format!(
+            "UPDATE {} SET fini = ?1, \"end\" = ?1, extdata = ?2 WHERE id = ?3",
+            self.t("rocpd_info_process")
+        );
+        let extdata = if extdata.is_empty() {
+            "{}".to_owned()
+        } else {
+            sanitize(extdata)
+        };
+        self.conn.execute(&sql, params![fini, extdata, self.pid])?;
+        Ok(())
+    }
+
     /// Writes a queue row (rocprofv3 names them `Queue N`).
     pub fn queue(&mut self, id: i64, name: &str) -> Result<()> {
         if self.queues.insert(id) {

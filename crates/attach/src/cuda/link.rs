@@ -83,8 +83,11 @@ pub struct Started {
     pub kinds: Vec<String>,
     /// Microseconds enabling took.
     pub enable_us: u64,
-    /// Things the user should know (e.g. NVTX needs injection at launch).
+    /// Things the user should know (e.g. NVTX needs injection at launch): warnings.
     pub notes: Vec<String>,
+    /// Trace switches that were on but have no CUDA counterpart (`--sys-trace` implies
+    /// several).
+    pub left_out: Vec<String>,
 }
 
 /// The tool's reply to `detach`.
@@ -103,6 +106,8 @@ pub struct Finished {
     pub allocations: u64,
     /// Records CUPTI dropped (no buffer was free).
     pub dropped: u64,
+    /// Records CUPTI delivered so late that they were written after later ones.
+    pub late: u64,
     /// Microseconds the final flush took.
     pub flush_us: u64,
     /// Microseconds writing the database took.

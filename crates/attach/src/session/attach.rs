@@ -102,6 +102,14 @@ pub fn attach(
                         attach_ms: a.attach_us as f64 / 1000.0,
                         stopped_us: a.stopped_us,
                     });
+                    // What the CUDA tool cannot promise (settings it does not implement, NVTX
+                    // without injection at launch).
+                    for note in a.cuda.iter().flat_map(|l| &l.started.notes) {
+                        events(Event::Warning {
+                            pid: Some(a.pid),
+                            message: format!("process {}: {note}", a.pid),
+                        });
+                    }
                     out.attached.push(a);
                 }
                 Err(e) => {
@@ -205,6 +213,13 @@ fn cuda_attachment(p: &Planned, env: &EnvList, injector: &dyn Injector) -> Resul
     let (link, spawn) = crate::cuda::attach(p, env, injector)?;
     if let Some(o) = &spawn {
         log_outcome(p.report.pid, "spawn", o);
+    }
+    if !link.started.left_out.is_empty() {
+        tracing::info!(
+            "process {}: not traced, CUDA has no counterpart: {}",
+            p.report.pid,
+            link.started.left_out.join(", ")
+        );
     }
     tracing::debug!(
         "process {}: CUDA tracing of {} started with {} (CUPTI version {}, enabling took {} µs)",

@@ -393,7 +393,7 @@ fn cuda_detached(a: &Attachment, ctl: &DetachControl, events: Events) -> Result<
         });
     }
     tracing::debug!(
-        "process {}: the CUDA tool wrote {} ({} kernels, {} copies, {} API calls, {} allocations, {} dropped; \
+        "process {}: the CUDA tool wrote {} ({} kernels, {} copies, {} API calls, {} allocations, {} dropped, {} late; \
          flush {} µs, write {} µs)",
         a.pid,
         finished.db,
@@ -402,6 +402,7 @@ fn cuda_detached(a: &Attachment, ctl: &DetachControl, events: Events) -> Result<
         finished.api,
         finished.allocations,
         finished.dropped,
+        finished.late,
         finished.flush_us,
         finished.write_us
     );

@@ -1,0 +1,430 @@
+//! Streaming the collected rows into the database while the session runs, so that detach writes
+//! only the tail of the window (docs/cuda.md, "Writing while attached").
+//!
+//! Rows come out of CUPTI's completed buffers in no particular order. Each is held until the
+//! newest start seen so far (the frontier) is [`LAG_NS`] past its own start, then written with
+//! the other ready rows of its kind in start order. Rows of one kind thus reach the database in
+//! start order (what rocprofv3's databases look like, and what the Perfetto converter's single
+//! pass reads fastest) unless CUPTI delivers one more than [`LAG_NS`] late; such rows are
+//! counted (`late_records` in the process's JSON) and the readers sort them. What is still held
+//! at detach is written by [`Sink::finish`].
+//!
+//! Kernels, copies and allocations take the thread id of the API call with the same correlation
+//! id, looked up among the API rows of the last [`TID_GENERATION_NS`] or more, or the process id
+//! when API tracing is off.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::path::Path;
+
+use rocprof_rocpd::model::*;
+use rocprof_rocpd::Result;
+
+use crate::cuda::CudaInfo;
+use crate::db::{copy_operation, Counts, Header, SessionInfo, DRIVER_KIND, RUNTIME_KIND};
+use crate::host::demangle;
+use crate::records::{Collected, MARKER_END, MARKER_INSTANTANEOUS, MARKER_START};
+
+/// How far behind the frontier a row must start before it is written (CUPTI time, ns).
+pub const LAG_NS: u64 = 1_000_000_000;
+
+/// How long a correlation id's thread and a region id are remembered at least (ns): kernels
+/// and copies arrive within milliseconds of their API call, and correlation ids only repeat
+/// when CUPTI's 32-bit counter wraps.
+pub const TID_GENERATION_NS: u64 = 10_000_000_000;
+
+/// A map that forgets entries older than two generations of [`TID_GENERATION_NS`], so a long
+/// session's memory stays flat.
+struct Generations<K, V> {
+    current: HashMap<K, V>,
+    previous: HashMap<K, V>,
+    since: u64,
+}
+
+impl<K: Eq + Hash, V: Copy> Generations<K, V> {
+    fn new() -> Self {
+        Generations {
+            current: HashMap::new(),
+            previous: HashMap::new(),
+            since: 0,
+        }
+    }
+
+    fn get(&self, k: &K) -> Option<V> {
+        self.current
+            .get(k)
+            .or_else(|| self.previous.get(k))
+            .copied()
+    }
+
+    /// Inserts `k` unless it is present; true if it was inserted.
+    fn insert_new(&mut self, k: K, v: V) -> bool {
+        if self.get(&k).is_some() {
+            return false;
+        }
+        self.current.insert(k, v);
+        true
+    }
+
+    fn advance(&mut self, now: u64) {
+        if now >= self.since.saturating_add(TID_GENERATION_NS) {
+            self.previous = std::mem::take(&mut self.current);
+            self.since = now;
+        }
+    }
+}
+
+/// A database being written while its session runs.
+pub struct Sink {
+    h: Header,
+    offset: i64,
+    demangle: bool,
+    held: Collected,
+    frontier: u64,
+    symbols: HashMap<String, i64>,
+    code_object: bool,
+    tids: Generations<u32, i64>,
+    regions: Generations<i64, ()>,
+    spare: i64,
+    names: HashMap<(bool, u32), String>,
+    open_markers: HashMap<u32, (u64, Option<u32>, String)>,
+    markers: i64,
+    /// Newest start written per kind: kernels, copies, API calls.
+    last: [u64; 3],
+    counts: Counts,
+}
+
+/// Splits off the rows of `v` that start before `limit`, in start order (a stable sort: equal
+/// starts keep CUPTI's order).
+fn ready<T>(v: &mut Vec<T>, limit: u64, start: impl Fn(&T) -> u64) -> Vec<T> {
+    let (mut out, keep): (Vec<T>, Vec<T>) = std::mem::take(v)
+        .into_iter()
+        .partition(|r| start(r) < limit);
+    *v = keep;
+    out.sort_by_key(|r| start(r));
+    out
+}
+
+impl Sink {
+    /// Creates the database at `path` with its header (node, process, agents); the process's
+    /// end and JSON come at [`Sink::finish`].
+    pub fn create(path: &Path, cuda: &CudaInfo, session: &SessionInfo) -> Result<Sink> {
+        Ok(Sink {
+            h: Header::write(path, cuda, session)?,
+            offset: session.offset,
+            demangle: session.demangle,
+            held: Collected::default(),
+            frontier: 0,
+            symbols: HashMap::new(),
+            code_object: false,
+            tids: Generations::new(),
+            regions: Generations::new(),
+            spare: 1 << 40,
+            names: HashMap::new(),
+            open_markers: HashMap::new(),
+            markers: 0,
+            last: [0; 3],
+            counts: Counts::default(),
+        })
+    }
+
+    /// Rows written so far.
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// Takes `rows` in and writes every row now [`LAG_NS`] behind the frontier.
+    pub fn add(&mut self, rows: Collected, api_name: &dyn Fn(bool, u32) -> String) -> Result<()> {
+        let newest = rows
+            .kernels
+            .iter()
+            .map(|k| k.start)
+            .chain(rows.copies.iter().map(|c| c.start))
+            .chain(rows.apis.iter().map(|a| a.start))
+            .chain(rows.allocs.iter().map(|a| a.timestamp))
+            .chain(rows.markers.iter().map(|m| m.timestamp))
+            .max()
+            .unwrap_or(0);
+        self.frontier = self.frontier.max(newest);
+        self.tids.advance(self.frontier);
+        self.regions.advance(self.frontier);
+        for a in &rows.apis {
+            self.tids.insert_new(a.correlation, a.tid as i64);
+        }
+        self.counts.dropped += rows.dropped;
+        self.counts.ignored += rows.other;
+        let held = &mut self.held;
+        held.kernels.extend(rows.kernels);
+        held.copies.extend(rows.copies);
+        held.apis.extend(rows.apis);
+        held.allocs.extend(rows.allocs);
+        held.markers.extend(rows.markers);
+        self.write_ready(self.frontier.saturating_sub(LAG_NS), api_name)
+    }
+
+    /// Writes every held row, sets the process's end time and JSON (with the record counts
+    /// added) and commits the database.
+    pub fn finish(
+        mut self,
+        fini: i64,
+        extdata: &serde_json::Value,
+        api_name: &dyn Fn(bool, u32) -> String,
+    ) -> Result<Counts> {
+        self.write_ready(u64::MAX, api_name)?;
+        let mut json = extdata.clone();
+        if let Some(o) = json.as_object_mut() {
+            o.insert("dropped_records".into(), self.counts.dropped.into());
+            o.insert("ignored_records".into(), self.counts.ignored.into());
+            o.insert("late_records".into(), self.counts.late.into());
+        }
+        self.h.writer.finish_process(fini, &json.to_string())?;
+        self.h.writer.finish()?;
+        Ok(self.counts)
+    }
+
+    fn write_ready(&mut self, limit: u64, api_name: &dyn Fn(bool, u32) -> String) -> Result<()> {
+        for k in ready(&mut self.held.kernels, limit, |k| k.start) {
+            self.kernel(&k)?;
+        }
+        for c in ready(&mut self.held.copies, limit, |c| c.start) {
+            self.copy(&c)?;
+        }
+        for a in ready(&mut self.held.apis, limit, |a| a.start) {
+            self.api(&a, api_name)?;
+        }
+        let (markers, keep) = std::mem::take(&mut self.held.markers)
+            .into_iter()
+            .partition(|m| m.timestamp < limit);
+        self.held.markers = keep;
+        self.markers(markers)?;
+        let (allocs, keep) = std::mem::take(&mut self.held.allocs)
+            .into_iter()
+            .partition(|a| a.timestamp < limit);
+        self.held.allocs = keep;
+        for a in allocs {
+            self.allocation(&a)?;
+        }
+        Ok(())
+    }
+
+    fn tid(&self, correlation: u32, alt: u32) -> i64 {
+        self.tids
+            .get(&correlation)
+            .or_else(|| self.tids.get(&alt))
+            .unwrap_or(self.h.pid)
+    }
+
+    fn ts(&self, t: u64) -> i64 {
+        (t as i64).saturating_add(self.offset)
+    }
+
+    /// Counts a row of kind `i` that starts before one already written.
+    fn order(&mut self, i: usize, start: u64) {
+        if start < self.last[i] {
+            self.counts.late += 1;
+        }
+        self.last[i] = self.last[i].max(start);
+    }
+
+    /// A region id: `want` unless taken, else a fresh one above 2^40.
+    fn region_id(&mut self, want: i64) -> i64 {
+        if self.regions.insert_new(want, ()) {
+            return want;
+        }
+        loop {
+            self.spare += 1;
+            if self.regions.insert_new(self.spare, ()) {
+                return self.spare;
+            }
+        }
+    }
+
+    fn kernel_id(&mut self, k: &crate::records::KernelRow) -> Result<i64> {
+        if let Some(&id) = self.symbols.get(&k.name) {
+            return Ok(id);
+        }
+        if !self.code_object {
+            self.h.writer.code_object(&CodeObject {
+                id: 1,
+                agent_id: if self.h.first_gpu > 0 {
+                    self.h.first_gpu
+                } else {
+                    k.device as i64 + 1
+                },
+                uri: "memory://cuda".into(),
+                ..Default::default()
+            })?;
+            self.code_object = true;
+        }
+        let id = self.symbols.len() as i64 + 1;
+        self.h.writer.kernel_symbol(&KernelSymbol {
+            id,
+            code_object_id: 1,
+            kernel_name: k.name.clone(),
+            display_name: if self.demangle {
+                demangle(&k.name)
+            } else {
+                k.name.clone()
+            },
+            group_segment_size: k.static_shared as i64,
+            private_segment_size: k.local_per_thread as i64,
+            arch_vgpr_count: k.registers as i64,
+            ..Default::default()
+        })?;
+        self.symbols.insert(k.name.clone(), id);
+        Ok(id)
+    }
+
+    fn kernel(&mut self, k: &crate::records::KernelRow) -> Result<()> {
+        self.order(0, k.start);
+        self.h.device_seen(k.device)?;
+        let kernel_id = self.kernel_id(k)?;
+        let g = |n: usize| k.grid[n] as i64 * k.block[n] as i64;
+        self.counts.kernels += 1;
+        let dispatch = KernelDispatch {
+            dispatch_id: self.counts.kernels as i64,
+            tid: self.tid(k.correlation, 0),
+            agent_id: k.device as i64 + 1,
+            kernel_id,
+            queue_id: k.stream as i64,
+            stream_id: k.stream as i64,
+            correlation: Correlation {
+                internal: k.correlation as i64,
+                ..Default::default()
+            },
+            start: self.ts(k.start),
+            end: self.ts(k.end),
+            private_segment_size: k.local_per_thread as i64,
+            group_segment_size: k.dynamic_shared as i64,
+            workgroup: [k.block[0] as i64, k.block[1] as i64, k.block[2] as i64],
+            grid: [g(0), g(1), g(2)],
+            ..Default::default()
+        };
+        self.h.writer.kernel_dispatch(&dispatch)
+    }
+
+    fn copy(&mut self, c: &crate::records::CopyRow) -> Result<()> {
+        self.order(1, c.start);
+        self.h.device_seen(c.device)?;
+        let gpu = c.device as i64 + 1;
+        let (op, src_host, dst_host) = if c.memset {
+            ("MEMORY_SET", false, false)
+        } else {
+            copy_operation(c.copy_kind)
+        };
+        self.counts.copies += 1;
+        let copy = MemoryCopy {
+            tid: self.tid(c.correlation, c.runtime_correlation),
+            operation: op.into(),
+            correlation: Correlation {
+                internal: c.correlation as i64,
+                ..Default::default()
+            },
+            start: self.ts(c.start),
+            end: self.ts(c.end),
+            src_agent_id: if src_host { 0 } else { gpu },
+            dst_agent_id: if dst_host { 0 } else { gpu },
+            size: c.bytes as i64,
+            stream_id: c.stream as i64,
+            ..Default::default()
+        };
+        self.h.writer.memory_copy(&copy)
+    }
+
+    /// An API call: a region whose id is the correlation id (a repeated one gets a fresh id).
+    fn api(
+        &mut self,
+        a: &crate::records::ApiRow,
+        api_name: &dyn Fn(bool, u32) -> String,
+    ) -> Result<()> {
+        self.order(2, a.start);
+        let name = self
+            .names
+            .entry((a.driver, a.cbid))
+            .or_insert_with(|| api_name(a.driver, a.cbid))
+            .clone();
+        let id = self.region_id(a.correlation as i64);
+        let (start, mut end) = (self.ts(a.start), self.ts(a.end));
+        if end == start {
+            end += 1; // a zero-length call would become a sample
+        }
+        self.counts.api += 1;
+        self.h.writer.api_call(&ApiCall {
+            kind: if a.driver { DRIVER_KIND } else { RUNTIME_KIND }.into(),
+            operation: name,
+            tid: a.tid as i64,
+            correlation: Correlation {
+                internal: id,
+                ..Default::default()
+            },
+            start,
+            end,
+            ..Default::default()
+        })
+    }
+
+    /// NVTX markers: start and end records paired by id (across calls), instantaneous ones
+    /// as they come.
+    fn markers(&mut self, rows: Vec<crate::records::MarkerRow>) -> Result<()> {
+        for m in rows {
+            let name = m.name.unwrap_or_default();
+            let (start, end, tid, name) = if m.flags & MARKER_INSTANTANEOUS != 0 {
+                (m.timestamp, m.timestamp, m.tid, name)
+            } else if m.flags & MARKER_START != 0 {
+                self.open_markers.insert(m.id, (m.timestamp, m.tid, name));
+                continue;
+            } else if m.flags & MARKER_END != 0 {
+                let Some((s, t, n)) = self.open_markers.remove(&m.id) else {
+                    continue;
+                };
+                (s, m.timestamp.max(s + 1), t.or(m.tid), n)
+            } else {
+                continue;
+            };
+            let id = self.region_id((1 << 41) + self.markers);
+            self.markers += 1;
+            self.counts.api += 1;
+            let call = ApiCall {
+                kind: "MARKER_CORE_API".into(),
+                operation: name.clone(),
+                tid: tid.map(|t| t as i64).unwrap_or(self.h.pid),
+                correlation: Correlation {
+                    internal: id,
+                    ..Default::default()
+                },
+                start: self.ts(start),
+                end: self.ts(end),
+                message: Some(name),
+                args: Vec::new(),
+            };
+            self.h.writer.api_call(&call)?;
+        }
+        Ok(())
+    }
+
+    fn allocation(&mut self, a: &crate::records::AllocRow) -> Result<()> {
+        self.h.device_seen(a.device)?;
+        self.counts.allocations += 1;
+        let row = MemoryAllocation {
+            tid: self.tid(a.correlation, 0),
+            operation: if a.release {
+                "MEMORY_ALLOCATION_FREE"
+            } else {
+                "MEMORY_ALLOCATION_ALLOCATE"
+            }
+            .into(),
+            correlation: Correlation {
+                internal: a.correlation as i64,
+                ..Default::default()
+            },
+            start: self.ts(a.timestamp),
+            end: self.ts(a.timestamp),
+            agent_id: Some(a.device as i64 + 1),
+            address: a.address as i64,
+            size: a.bytes as i64,
+            stream_id: Some(a.stream as i64),
+            ..Default::default()
+        };
+        self.h.writer.memory_allocation(&row)
+    }
+}
