@@ -16,8 +16,9 @@ prepare)
   set -e
   R=$(cd "$(dirname "$0")/.." && pwd)
   mkdir -p "$K"
-  (cd "$R" && ROCPROF_ATTACH_OTF2=${ROCPROF_ATTACH_OTF2:-off} cargo build --release --bin rocprof-attach -p rocprof-cuda-tool)
+  (cd "$R" && ROCPROF_ATTACH_OTF2=${ROCPROF_ATTACH_OTF2:-off} cargo build --release -p rocprof-attach -p rocprof-cuda-tool)
   cp "$R/target/release/rocprof-attach" "$R/target/release/librocprof_cuda_tool.so" "$K/"
+  gcc -O2 -shared -fPIC -o "$K/libcupti_floor.so" "$R/examples/cuda/cupti_floor.c" -ldl
   cp "$R/examples/cuda/train.py" "$R/examples/cuda/ddp.py" "$R/examples/cuda/proof.py" "$R/examples/cuda_kit.sh" "$K/"
   du -sh "$K"
   ;;

@@ -158,23 +158,25 @@ def phase_overhead(model, cycles=5, on_s=2.0, off_s=2.0):
         f"off p50 {pct(outs, .5):.3f} ms p99 {pct(outs, .99):.3f} ms ({len(outs)} steps); "
         f"**{(pct(ins, .5) / pct(outs, .5) - 1) * 100:+.1f} %** at p50")
     facts[f"{model}_ours"] = (pct(ins, .5), pct(outs, .5))
-    p = start(model, "/tmp/t.log", seconds=cycles * (on_s + off_s) + 6,
-              extra=["--torch-windows", f"{on_s}:{off_s}"])
-    p.wait()
-    st = steps_of("/tmp/t.log")
-    marks = [l.split() for l in open("/tmp/t.log") if l.startswith("torch")]
-    won, cur = [], None
-    for m in marks:
-        if m[1] == "on":
-            cur = int(m[2]) + 150_000_000
-        elif m[1] == "stop" and cur:
-            won.append((cur, int(m[2])))
-            cur = None
-    stops = [(int(b[2]) - int(a[2])) / 1e6 for a, b in zip(marks, marks[1:]) if a[1] == "stop" and b[1] == "off"]
-    ins, outs = windows_stats(st, won)
-    say(f"- torch.profiler: on p50 {pct(ins, .5):.3f} ms p99 {pct(ins, .99):.3f} ms ({len(ins)} steps); "
-        f"off p50 {pct(outs, .5):.3f} ms ({len(outs)} steps); **{(pct(ins, .5) / pct(outs, .5) - 1) * 100:+.1f} %** "
-        f"at p50; each stop() held the loop {statistics.median(stops) if stops else 0:.0f} ms (median)")
+    for who in ("torch", "floor"):
+        p = start(model, f"/tmp/{who}.log", seconds=cycles * (on_s + off_s) + 6,
+                  extra=[f"--{who}-windows", f"{on_s}:{off_s}"])
+        p.wait()
+        st = steps_of(f"/tmp/{who}.log")
+        marks = [l.split() for l in open(f"/tmp/{who}.log") if l.startswith(who)]
+        won, cur = [], None
+        for m in marks:
+            if m[1] == "on":
+                cur = int(m[2]) + 150_000_000
+            elif m[1] == "stop" and cur:
+                won.append((cur, int(m[2])))
+                cur = None
+        stops = [(int(b[2]) - int(a[2])) / 1e6 for a, b in zip(marks, marks[1:]) if a[1] == "stop" and b[1] == "off"]
+        ins, outs = windows_stats(st, won)
+        label = "torch.profiler" if who == "torch" else "bare CUPTI (the floor: cupti_floor.c)"
+        say(f"- {label}: on p50 {pct(ins, .5):.3f} ms p99 {pct(ins, .99):.3f} ms ({len(ins)} steps); "
+            f"off p50 {pct(outs, .5):.3f} ms ({len(outs)} steps); **{(pct(ins, .5) / pct(outs, .5) - 1) * 100:+.1f} %** "
+            f"at p50; each stop held the loop {statistics.median(stops) if stops else 0:.0f} ms (median)")
 
 
 def rss_threads(pid):

@@ -9,8 +9,11 @@ Started with no environment change and no profiler opt-in. It logs every step to
   --model many         500 tiny elementwise kernels per step (to fill a window with 1 M records)
   --torch-profile A:B  trace steps A..B-1 with torch.profiler (CUDA activity) into --trace
   --torch-windows ON:OFF  alternate torch.profiler windows of ON s with OFF s gaps (overhead)
+  --floor-windows ON:OFF  the same windows with bare CUPTI kernel tracing (libcupti_floor.so
+                       beside this file, built from cupti_floor.c): the floor of any CUPTI tracer
 """
 import argparse
+import ctypes
 import os
 import sys
 import time
@@ -56,6 +59,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--torch-profile", default="")
     ap.add_argument("--torch-windows", default="")
+    ap.add_argument("--floor-windows", default="")
     ap.add_argument("--trace", default="/tmp/torch_trace.json")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
@@ -68,7 +72,18 @@ def main():
     # The data is drawn once per step from the seeded generator: the same in every run.
     log = open(a.log, "w", buffering=1)
     prof_range = tuple(int(x) for x in a.torch_profile.split(":")) if a.torch_profile else None
-    windows = tuple(float(x) for x in a.torch_windows.split(":")) if a.torch_windows else None
+    spec = a.torch_windows or a.floor_windows
+    windows = tuple(float(x) for x in spec.split(":")) if spec else None
+    floor = None
+    if a.floor_windows:
+        # libcupti as torch would load it (from the nvidia wheel), if torch has not mapped it yet.
+        import glob
+        for d in sys.path:
+            hits = sorted(glob.glob(os.path.join(d, "nvidia", "*", "lib", "libcupti.so.1*")))
+            if hits and "CUPTI_PATH" not in os.environ:
+                os.environ["CUPTI_PATH"] = hits[-1]
+        floor = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcupti_floor.so"))
+        floor.floor_records.restype = ctypes.c_uint64
     prof = None
     win_start = None
     t_end = time.monotonic() + a.seconds
@@ -84,7 +99,19 @@ def main():
             if win_start is None:
                 win_start = now
             on = ((now - win_start) % (windows[0] + windows[1])) < windows[0]
-            if on and prof is None:
+            if floor is not None:
+                if on and prof is None:
+                    r = floor.floor_on()
+                    if r != 0:
+                        sys.exit(f"floor_on failed: {r}")
+                    prof = "floor"
+                    log.write(f"floor on {time.clock_gettime_ns(BOOT)}\n")
+                elif not on and prof is not None:
+                    log.write(f"floor stop {time.clock_gettime_ns(BOOT)}\n")
+                    floor.floor_off()
+                    prof = None
+                    log.write(f"floor off {time.clock_gettime_ns(BOOT)} {floor.floor_records()}\n")
+            elif on and prof is None:
                 prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
                 prof.start()
                 log.write(f"torch on {time.clock_gettime_ns(BOOT)}\n")
@@ -109,7 +136,9 @@ def main():
             prof.stop()
             prof.export_chrome_trace(a.trace)
             prof = None
-    if prof is not None:
+    if prof == "floor":
+        floor.floor_off()
+    elif prof is not None:
         prof.stop()
     log.close()
     print("done", flush=True)
