@@ -379,6 +379,12 @@ impl Switches {
     }
 }
 
+/// The line before the generated tables in docs/options.md.
+pub const DOC_BEGIN: &str =
+    "<!-- generated from crates/attach/src/options/switch_table.rs; a test checks it -->";
+/// The line after them.
+pub const DOC_END: &str = "<!-- end of the generated tables -->";
+
 /// docs/options.md's tables of the switches under `headings` (one `###` section each), as the
 /// rows define them.
 pub fn markdown(headings: &[&str]) -> String {
@@ -452,6 +458,25 @@ mod tests {
             .with(Switch::HsaTrace, false)
             .resolved();
         assert!(!no_hsa.on(Switch::HsaCoreTrace) && no_hsa.on(Switch::KernelTrace));
+    }
+
+    /// docs/options.md carries the tracing tables as the rows define them, between these lines.
+    #[test]
+    fn docs_tables_are_generated_from_the_rows() {
+        use crate::options::{H_BASIC, H_EXTENDED};
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/options.md");
+        let doc = std::fs::read_to_string(path).expect("docs/options.md");
+        let (begin, end) = (DOC_BEGIN, DOC_END);
+        let found = doc
+            .split_once(begin)
+            .and_then(|(_, rest)| rest.split_once(end))
+            .map(|(inside, _)| inside.trim_matches('\n'));
+        let expected = markdown(&[H_BASIC, H_EXTENDED]);
+        assert_eq!(
+            found,
+            Some(expected.trim_end()),
+            "docs/options.md must have, between `{begin}` and `{end}`:\n{expected}"
+        );
     }
 
     #[test]
