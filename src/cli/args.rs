@@ -462,6 +462,29 @@ impl Settings {
     }
 }
 
+/// The environment a session sends: ours without `ROCP_TOOL_LIBRARIES` (with a warning), with
+/// the rocprofv3 options applied; and its output directory, checked.
+fn profiler_env(
+    profiler: &ProfilerOptions,
+    base_env: &EnvList,
+    cwd: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<(EnvList, String)> {
+    let mut env = base_env.clone();
+    if let Some(v) = env.remove("ROCP_TOOL_LIBRARIES") {
+        warnings.push(format!(
+            "ignoring ROCP_TOOL_LIBRARIES={v} in attach mode. Use --attach-tool-library or ROCPROF_ATTACH_TOOL_LIBRARY to attach a custom tool library"
+        ));
+    }
+    warnings.extend(profiler.apply_in(&mut env, cwd)?);
+    let output_dir = env
+        .get("ROCPROF_OUTPUT_PATH")
+        .unwrap_or_default()
+        .to_string();
+    options::check_output_dir(&output_dir)?;
+    Ok((env, output_dir))
+}
+
 fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     let mut warnings = Vec::new();
     if let Some(b) = cli.backend {
@@ -507,18 +530,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     let output_wait = parse_output_timeout(cli.output_timeout.as_deref())?;
     let settings = Settings::read(&cli, base_env, duration)?;
 
-    let mut env = base_env.clone();
-    if let Some(v) = env.remove("ROCP_TOOL_LIBRARIES") {
-        warnings.push(format!(
-            "ignoring ROCP_TOOL_LIBRARIES={v} in attach mode. Use --attach-tool-library or ROCPROF_ATTACH_TOOL_LIBRARY to attach a custom tool library"
-        ));
-    }
-    warnings.extend(cli.profiler.apply_in(&mut env, cwd)?);
-    let output_dir = env
-        .get("ROCPROF_OUTPUT_PATH")
-        .unwrap_or_default()
-        .to_string();
-    options::check_output_dir(&output_dir)?;
+    let (mut env, output_dir) = profiler_env(&cli.profiler, base_env, cwd, &mut warnings)?;
     if cli.check {
         // Nothing is recorded by a check: what a session would record is not its concern.
         warnings.retain(|w| !w.starts_with("no tracing or counter option"));
