@@ -3,6 +3,7 @@
 
 use rocprof_attach::attach::envbuf::{decode, encode, EnvList};
 use rocprof_attach::attach::options::defaults::DEFAULTS;
+use rocprof_attach::attach::options::{Switch, Switches};
 use rocprof_attach::attach::session::AttachRequest;
 use rocprof_attach::attach::targets::TargetSelection;
 use rocprof_attach::cli::Error;
@@ -236,6 +237,37 @@ fn tracing_table() {
     ];
     for (args, vars) in table {
         check(&args, &[], &on(&vars));
+    }
+}
+
+/// Every switch of the table, alone on the command line (with the switch it needs), sets exactly
+/// the variables of its row and of what it implies; `=false` sets only what a false value writes.
+#[test]
+fn every_switch_sets_what_its_row_says() {
+    // An exported decoder path keeps the thread trace switches from looking for one.
+    let base = [("ROCPROF_ATT_LIBRARY_PATH", "/dec")];
+    for s in Switch::ALL {
+        let d = s.def();
+        for value in [true, false] {
+            let mut given = Switches::default().with(s, value);
+            let mut args = Vec::new();
+            if let Some(n) = d.needs {
+                given = given.with(n, true);
+                args.push(format!("--{}", n.def().long));
+            }
+            args.push(match value {
+                true => format!("--{}", d.long),
+                false => format!("--{}=false", d.long),
+            });
+            let sw = given.resolved();
+            let expect: Vec<(&str, Option<&str>)> = Switch::ALL
+                .into_iter()
+                .filter_map(|t| sw.get(t).and_then(|v| t.pair(v)))
+                .map(|(var, v)| (var, Some(v)))
+                .collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            check(&args, &base, &expect);
+        }
     }
 }
 

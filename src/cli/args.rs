@@ -8,13 +8,14 @@
 //! says how to fix it, printed as `rocprof-attach: error: <message>`.
 
 use crate::attach::envbuf::EnvList;
-use crate::attach::options::{self, parse_bool, ProfilerOptions, DEFAULT_OUTPUT_FILE};
+use crate::attach::options::{self, parse_bool, ProfilerOptions, Switch, DEFAULT_OUTPUT_FILE};
 use crate::attach::session::{AttachRequest, DEFAULT_PARALLEL};
 use crate::attach::targets::TargetSelection;
 use crate::attach::toolsearch::absolutize;
 pub use crate::cli::commands::{Command, CompletionShell, SUBCOMMANDS};
 pub use crate::cli::docs::{completions, man_page};
 use crate::cli::error::{Error, Result};
+use crate::cli::fallbacks::{self, Fallback};
 use crate::cli::help::{known_mistake, AFTER_HELP, AFTER_LONG_HELP};
 use crate::cli::install::InstallArgs;
 use crate::cli::rocpd_args::{ConvertArgs, QueryArgs, SummaryArgs};
@@ -63,11 +64,10 @@ pub struct Cli {
     #[arg(long, help_heading = H_ATTACH)]
     pub json: bool,
     /// Detach after this long: 500ms, 10s, 2m, 1h; a bare number is milliseconds (default: when
-    /// Enter or Ctrl-C is pressed) [env: ROCPROF_ATTACH_DURATION]
+    /// Enter or Ctrl-C is pressed)
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, help_heading = H_ATTACH)]
     pub attach_duration_msec: Option<String>,
     /// Also attach to the descendants of each process [default: true]
-    /// [env: ROCPROF_ATTACH_CHILDREN]
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true",
           value_parser = parse_bool, help_heading = H_ATTACH)]
     pub attach_children: Option<bool>,
@@ -78,17 +78,16 @@ pub struct Cli {
     pub attach_sync_output: Option<bool>,
     /// Which profiler each process gets: auto (ROCm when it has the rocp-bg-attach listener, else
     /// CUDA through CUPTI when it maps libcuda.so.1), rocm or cuda; see docs/cuda.md
-    /// [default: auto] [env: ROCPROF_ATTACH_BACKEND]
+    /// [default: auto]
     #[arg(long, value_name = "BACKEND", value_enum, help_heading = H_ATTACH)]
     pub backend: Option<crate::attach::cuda::Backend>,
     /// Tool library (or colon-separated list) the target loads, as seen by the target
-    /// (default: the target installation's librocprofiler-sdk-tool.so) [env: ROCPROF_ATTACH_TOOL_LIBRARY]
+    /// (default: the target installation's librocprofiler-sdk-tool.so)
     #[arg(short = 't', long, value_name = "PATH[:PATH...]", help_heading = H_ATTACH)]
     pub attach_tool_library: Option<String>,
 
     // ------------------------------------------------------------------ target selection
     /// Process(es) to attach to; repeat the option or give a comma-separated list
-    /// [env: ROCPROF_ATTACH_PID]
     #[arg(short = 'p', long = "pid", visible_alias = "attach", value_name = "PID[,PID...]",
           allow_hyphen_values = true, help_heading = H_TARGET)]
     pub pid: Vec<String>,
@@ -277,7 +276,6 @@ where
     };
     let mut cli = Cli::from_arg_matches(&matches)
         .map_err(|e| Error::usage(condense_clap_error(&e, &args)))?;
-    cli.profiler.fill_pmc_groups(&matches);
     if let Some(cmd) = cli.command.take() {
         let action = match cmd {
             Command::Convert(a) => Action::Convert(Box::new(a)),
@@ -305,28 +303,16 @@ pub fn command() -> clap::Command {
         options::H_SUMMARY,
         options::H_ADVANCED,
     ];
-    Cli::command().mut_args(|a| {
+    fallbacks::name_in_help(Cli::command()).mut_args(|a| {
         let hide = a.get_help_heading().is_some_and(|h| long_only.contains(&h));
         let everyday = matches!(a.get_id().as_str(), "verbose" | "quiet");
         a.hide_short_help(hide && !everyday)
     })
 }
 
-fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
-    let mut warnings = Vec::new();
-    if let Some(b) = cli.backend {
-        // Every preflight of this run (session, --check, --list) follows it.
-        crate::attach::preflight::backend::set_backend(b);
-    }
-    let done = |action, warnings| Invocation {
-        action,
-        warnings,
-        verbose: cli.verbose,
-        quiet: cli.quiet,
-        json: cli.json,
-    };
-
-    // ---------------------------------------------------------------- target selection
+/// What the command line selects: `-p`, `--match`, `--job` or `--all` (at most one), else
+/// `ROCPROF_ATTACH_PID` (not for `--list`).
+fn select_targets(cli: &Cli, base_env: &EnvList) -> Result<Option<TargetSelection>> {
     let mut pids = Vec::new();
     for v in &cli.pid {
         parse_pid_list(v, Source::Cli("-p/--pid/--attach"), &mut pids)?;
@@ -342,23 +328,10 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
             "-p/--pid, --match, --job and --all select processes in different ways: use only one of them",
         ));
     }
-    let mut selection = if !pids.is_empty() {
-        Some(TargetSelection::Pids(pids.clone()))
+    let selection = if !pids.is_empty() {
+        Some(TargetSelection::Pids(pids))
     } else if let Some(re) = &cli.match_regex {
-        if let Err(e) = regex::Regex::new(re) {
-            let detail = e.to_string();
-            let last = detail
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim()
-                .to_string();
-            return Err(Error::usage(format!(
-                "--match '{re}' is not a valid regular expression ({}): quote it for the shell and escape special characters",
-                last.strip_prefix("error: ").unwrap_or(&last)
-            )));
-        }
+        check_match_regex(re)?;
         Some(TargetSelection::Match(re.clone()))
     } else if let Some(job) = &cli.job {
         if job.trim().is_empty() {
@@ -372,13 +345,160 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     } else {
         None
     };
-    if selection.is_none() && !cli.list {
-        if let Some(v) = env_nonempty(base_env, "ROCPROF_ATTACH_PID") {
-            parse_pid_list(v, Source::Env("ROCPROF_ATTACH_PID"), &mut pids)?;
-            selection = Some(TargetSelection::Pids(pids.clone()));
+    if selection.is_some() || cli.list {
+        return Ok(selection);
+    }
+    let var = Fallback::Pid.var();
+    match env_nonempty(base_env, var) {
+        Some(v) => {
+            let mut pids = Vec::new();
+            parse_pid_list(v, Source::Env(var), &mut pids)?;
+            Ok(Some(TargetSelection::Pids(pids)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Refuse a `--match` value that is not a regular expression, with the reason.
+fn check_match_regex(re: &str) -> Result<()> {
+    let Err(e) = regex::Regex::new(re) else {
+        return Ok(());
+    };
+    let detail = e.to_string();
+    let last = detail
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    Err(Error::usage(format!(
+        "--match '{re}' is not a valid regular expression ({}): quote it for the shell and escape special characters",
+        last.strip_prefix("error: ").unwrap_or(&last)
+    )))
+}
+
+/// `-t`, else its fallback, made absolute against `cwd`.
+fn tool_library(cli: &Cli, base_env: &EnvList, cwd: &Path) -> Result<Option<String>> {
+    match &cli.attach_tool_library {
+        Some(t) => {
+            check_tool_library(t, Source::Cli("-t/--attach-tool-library"))?;
+            Ok(Some(absolutize(t, cwd, "-t/--attach-tool-library")?))
+        }
+        None => {
+            let var = Fallback::ToolLibrary.var();
+            Ok(env_nonempty(base_env, var)
+                .map(|t| absolutize(t, cwd, var))
+                .transpose()?)
+        }
+    }
+}
+
+/// The session settings of ours: `--attach-duration-msec`, `--attach-children` and
+/// `--attach-sync-output`, each else its fallback.
+struct Settings {
+    duration: Option<std::time::Duration>,
+    children: bool,
+    sync_output: bool,
+}
+
+impl Settings {
+    /// `--attach-duration-msec`, else its fallback.
+    fn duration(cli: &Cli, base_env: &EnvList) -> Result<Option<std::time::Duration>> {
+        let var = Fallback::Duration.var();
+        match &cli.attach_duration_msec {
+            Some(d) => Ok(Some(parse_duration(
+                d,
+                Source::Cli("--attach-duration-msec"),
+            )?)),
+            None => env_nonempty(base_env, var)
+                .map(|d| parse_duration(d, Source::Env(var)))
+                .transpose(),
         }
     }
 
+    /// The settings, with the duration already read (the errors come in the order of the
+    /// options: the duration, the two timeouts, then these).
+    fn read(
+        cli: &Cli,
+        base_env: &EnvList,
+        duration: Option<std::time::Duration>,
+    ) -> Result<Settings> {
+        let children = match cli.attach_children {
+            Some(c) => c,
+            None => env_bool(base_env, Fallback::Children.var())?.unwrap_or(true),
+        };
+        let sync_output = match cli.attach_sync_output {
+            Some(s) => s,
+            None => env_bool(base_env, Fallback::SyncOutput.var())?.unwrap_or(true),
+        };
+        Ok(Settings {
+            duration,
+            children,
+            sync_output,
+        })
+    }
+
+    /// Our own `ROCPROF_ATTACH_*` variables, sent with the options' variables.
+    fn apply(&self, env: &mut EnvList, selection: &TargetSelection, tool_library: Option<&str>) {
+        env.set(
+            Fallback::SyncOutput.var(),
+            if self.sync_output { "1" } else { "0" },
+        );
+        if let TargetSelection::Pids(p) = selection {
+            let list: Vec<String> = p.iter().map(i32::to_string).collect();
+            env.set(Fallback::Pid.var(), &list.join(","));
+        }
+        if let Some(d) = self.duration {
+            env.set(Fallback::Duration.var(), &d.as_millis().to_string());
+        }
+        env.set(
+            Fallback::Children.var(),
+            if self.children { "1" } else { "0" },
+        );
+        if let Some(t) = tool_library {
+            env.set(Fallback::ToolLibrary.var(), t);
+        }
+    }
+}
+
+/// The environment a session sends: ours without `ROCP_TOOL_LIBRARIES` (with a warning), with
+/// the rocprofv3 options applied; and its output directory, checked.
+fn profiler_env(
+    profiler: &ProfilerOptions,
+    base_env: &EnvList,
+    cwd: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<(EnvList, String)> {
+    let mut env = base_env.clone();
+    if let Some(v) = env.remove("ROCP_TOOL_LIBRARIES") {
+        warnings.push(format!(
+            "ignoring ROCP_TOOL_LIBRARIES={v} in attach mode. Use --attach-tool-library or ROCPROF_ATTACH_TOOL_LIBRARY to attach a custom tool library"
+        ));
+    }
+    warnings.extend(profiler.apply_in(&mut env, cwd)?);
+    let output_dir = env
+        .get("ROCPROF_OUTPUT_PATH")
+        .unwrap_or_default()
+        .to_string();
+    options::check_output_dir(&output_dir)?;
+    Ok((env, output_dir))
+}
+
+fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
+    let mut warnings = Vec::new();
+    if let Some(b) = cli.backend {
+        // Every preflight of this run (session, --check, --list) follows it.
+        crate::attach::preflight::backend::set_backend(b);
+    }
+    let done = |action, warnings| Invocation {
+        action,
+        warnings,
+        verbose: cli.verbose,
+        quiet: cli.quiet,
+        json: cli.json,
+    };
+    let selection = select_targets(&cli, base_env)?;
     let stopped_wait = || match &cli.stopped_timeout {
         Some(d) => parse_duration(d, Source::Cli("--stopped-timeout")),
         None => Ok(crate::attach::session::DEFAULT_STOPPED_WAIT),
@@ -393,17 +513,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         let stopped_wait = stopped_wait()?;
         return Ok(done(Action::Detach { pids, stopped_wait }, warnings));
     }
-
-    let tool_library = match &cli.attach_tool_library {
-        Some(t) => {
-            check_tool_library(t, Source::Cli("-t/--attach-tool-library"))?;
-            Some(absolutize(t, cwd, "-t/--attach-tool-library")?)
-        }
-        None => env_nonempty(base_env, "ROCPROF_ATTACH_TOOL_LIBRARY")
-            .map(|t| absolutize(t, cwd, "ROCPROF_ATTACH_TOOL_LIBRARY"))
-            .transpose()?,
-    };
-
+    let tool_library = tool_library(&cli, base_env, cwd)?;
     if cli.list {
         return Ok(done(
             Action::List(selection.unwrap_or(TargetSelection::All)),
@@ -415,39 +525,12 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
             "no target process given: pass -p PID (or --match REGEX, --job ID, --all), or set ROCPROF_ATTACH_PID",
         ));
     };
-
-    // ---------------------------------------------------------------- attach settings
-    let duration = match &cli.attach_duration_msec {
-        Some(d) => Some(parse_duration(d, Source::Cli("--attach-duration-msec"))?),
-        None => match env_nonempty(base_env, "ROCPROF_ATTACH_DURATION") {
-            Some(d) => Some(parse_duration(d, Source::Env("ROCPROF_ATTACH_DURATION"))?),
-            None => None,
-        },
-    };
+    let duration = Settings::duration(&cli, base_env)?;
     let stopped_wait = stopped_wait()?;
     let output_wait = parse_output_timeout(cli.output_timeout.as_deref())?;
-    let children = match cli.attach_children {
-        Some(c) => c,
-        None => env_bool(base_env, "ROCPROF_ATTACH_CHILDREN")?.unwrap_or(true),
-    };
-    let sync_output = match cli.attach_sync_output {
-        Some(s) => s,
-        None => env_bool(base_env, "ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC")?.unwrap_or(true),
-    };
+    let settings = Settings::read(&cli, base_env, duration)?;
 
-    // ---------------------------------------------------------------- environment
-    let mut env = base_env.clone();
-    if let Some(v) = env.remove("ROCP_TOOL_LIBRARIES") {
-        warnings.push(format!(
-            "ignoring ROCP_TOOL_LIBRARIES={v} in attach mode. Use --attach-tool-library or ROCPROF_ATTACH_TOOL_LIBRARY to attach a custom tool library"
-        ));
-    }
-    warnings.extend(cli.profiler.apply_in(&mut env, cwd)?);
-    let output_dir = env
-        .get("ROCPROF_OUTPUT_PATH")
-        .unwrap_or_default()
-        .to_string();
-    options::check_output_dir(&output_dir)?;
+    let (mut env, output_dir) = profiler_env(&cli.profiler, base_env, cwd, &mut warnings)?;
     if cli.check {
         // Nothing is recorded by a check: what a session would record is not its concern.
         warnings.retain(|w| !w.starts_with("no tracing or counter option"));
@@ -460,22 +543,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
             warnings,
         ));
     }
-    env.set(
-        "ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC",
-        if sync_output { "1" } else { "0" },
-    );
-    if let TargetSelection::Pids(p) = &selection {
-        let list: Vec<String> = p.iter().map(i32::to_string).collect();
-        env.set("ROCPROF_ATTACH_PID", &list.join(","));
-    }
-    if let Some(d) = duration {
-        env.set("ROCPROF_ATTACH_DURATION", &d.as_millis().to_string());
-    }
-    env.set("ROCPROF_ATTACH_CHILDREN", if children { "1" } else { "0" });
-    if let Some(t) = &tool_library {
-        env.set("ROCPROF_ATTACH_TOOL_LIBRARY", t);
-    }
-
+    settings.apply(&mut env, &selection, tool_library.as_deref());
     let output_file = env
         .get("ROCPROF_OUTPUT_FILE_NAME")
         .filter(|f| !f.is_empty())
@@ -485,14 +553,14 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         .map_err(|e| Error::usage(format!("-f/--output-format: {e}")))?;
     let request = AttachRequest {
         targets: selection,
-        children,
-        duration,
-        sync_output,
+        children: settings.children,
+        duration: settings.duration,
+        sync_output: settings.sync_output,
         tool_library,
         output_dir: PathBuf::from(output_dir),
         output_file,
         formats,
-        summary: cli.profiler.summary == Some(true),
+        summary: cli.profiler.switches.on(Switch::Summary),
         parallelism: cli.parallel,
         stopped_wait,
         output_wait,

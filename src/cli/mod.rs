@@ -25,6 +25,7 @@ pub mod crash;
 pub mod docs;
 pub mod early;
 pub mod error;
+pub mod fallbacks;
 pub mod finish;
 pub mod help;
 pub mod install;

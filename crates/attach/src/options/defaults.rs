@@ -159,9 +159,10 @@ mod tests {
             }
         }
         // Every trace switch the options write has its off value.
-        for (_, var) in super::super::TRACE_VARS {
-            let name = format!("ROCPROF_{var}");
-            assert!(seen.contains(name.as_str()), "{name} has no default");
+        for s in super::super::Switch::ALL {
+            if let super::super::switches::Effect::Trace(name) = s.def().effect {
+                assert!(seen.contains(name), "{name} has no default");
+            }
         }
     }
 }

@@ -34,9 +34,12 @@ mod apply;
 mod args;
 pub mod defaults;
 mod hardware;
+mod switch_table;
+pub mod switches;
 mod validate;
 
-pub use args::ProfilerOptions;
+pub use args::{ProfilerOptions, ValueOptions};
+pub use switches::{Switch, Switches};
 
 /// Help heading for aggregate and basic tracing options.
 pub const H_BASIC: &str = "Basic tracing";
@@ -74,101 +77,6 @@ pub fn parse_bool(s: &str) -> std::result::Result<bool, String> {
         _ => Err(format!(
             "'{s}' is not a boolean: use one of y, yes, t, true, on, 1 or n, no, f, false, off, 0"
         )),
-    }
-}
-
-fn b01(v: bool) -> &'static str {
-    if v {
-        "1"
-    } else {
-        "0"
-    }
-}
-/// Names of rocprofv3's trace switches in the order it writes them, with their variable suffix.
-const TRACE_VARS: [(&str, &str); 24] = [
-    ("hip_compiler_trace", "HIP_COMPILER_API_TRACE"),
-    ("hip_runtime_trace", "HIP_RUNTIME_API_TRACE"),
-    ("hsa_core_trace", "HSA_CORE_API_TRACE"),
-    ("hsa_amd_trace", "HSA_AMD_EXT_API_TRACE"),
-    ("hsa_image_trace", "HSA_IMAGE_EXT_API_TRACE"),
-    ("hsa_finalizer_trace", "HSA_FINALIZER_EXT_API_TRACE"),
-    ("marker_trace", "MARKER_API_TRACE"),
-    ("rccl_trace", "RCCL_API_TRACE"),
-    ("ompt_trace", "OMPT_TRACE"),
-    ("rocdecode_trace", "ROCDECODE_API_TRACE"),
-    ("rocjpeg_trace", "ROCJPEG_API_TRACE"),
-    ("rocshmem_trace", "ROCSHMEM_API_TRACE"),
-    ("hipfile_trace", "HIPFILE_API_TRACE"),
-    ("kernel_trace", "KERNEL_TRACE"),
-    ("hip_graph_trace", "HIP_GRAPH_TRACE"),
-    ("memory_copy_trace", "MEMORY_COPY_TRACE"),
-    ("memory_allocation_trace", "MEMORY_ALLOCATION_TRACE"),
-    ("kfd_page_migration_trace", "KFD_PAGE_MIGRATION_TRACE"),
-    ("kfd_page_mapping_trace", "KFD_PAGE_MAPPING_TRACE"),
-    ("kfd_queue_trace", "KFD_QUEUE_TRACE"),
-    ("kfd_dropped_events_trace", "KFD_DROPPED_EVENTS_TRACE"),
-    ("scratch_memory_trace", "SCRATCH_MEMORY_TRACE"),
-    ("hip_event_trace", "HIP_EVENT_TRACE"),
-    ("group_by_queue", "GROUP_BY_QUEUE"),
-];
-
-/// What `--sys-trace` turns on (unless given explicitly).
-const SYS_TRACE_IMPLIES: [&str; 15] = [
-    "hip_trace",
-    "hsa_trace",
-    "marker_trace",
-    "kernel_trace",
-    "kfd_trace",
-    "memory_copy_trace",
-    "memory_allocation_trace",
-    "scratch_memory_trace",
-    "rccl_trace",
-    "ompt_trace",
-    "rocdecode_trace",
-    "rocjpeg_trace",
-    "rocshmem_trace",
-    "hipfile_trace",
-    "hip_event_trace",
-];
-
-/// What `--runtime-trace` turns on (unless given explicitly).
-const RUNTIME_TRACE_IMPLIES: [&str; 14] = [
-    "hip_runtime_trace",
-    "marker_trace",
-    "kernel_trace",
-    "kfd_trace",
-    "memory_copy_trace",
-    "memory_allocation_trace",
-    "scratch_memory_trace",
-    "rccl_trace",
-    "ompt_trace",
-    "rocdecode_trace",
-    "rocjpeg_trace",
-    "rocshmem_trace",
-    "hipfile_trace",
-    "hip_event_trace",
-];
-
-/// The tri-state trace switches, by rocprofv3 attribute name, so implications can be applied the
-/// way rocprofv3's `setattrifnone` does.
-struct Switches(Vec<(&'static str, Option<bool>)>);
-
-impl Switches {
-    fn get(&self, name: &str) -> Option<bool> {
-        self.0
-            .iter()
-            .find(|(n, _)| *n == name)
-            .and_then(|(_, v)| *v)
-    }
-    fn on(&self, name: &str) -> bool {
-        self.get(name) == Some(true)
-    }
-    fn set_if_none(&mut self, name: &str) {
-        if let Some(slot) = self.0.iter_mut().find(|(n, _)| *n == name) {
-            if slot.1.is_none() {
-                slot.1 = Some(true);
-            }
-        }
     }
 }
 

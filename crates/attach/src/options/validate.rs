@@ -140,6 +140,7 @@ impl ProfilerOptions {
     /// Every value check of this module that applies to these options.
     pub(super) fn validate_values(&self) -> Result<()> {
         if let Some(r) = self
+            .values
             .kernel_include_regex
             .as_deref()
             .filter(|r| !r.is_empty())
@@ -147,14 +148,15 @@ impl ProfilerOptions {
             check_regex("--kernel-include-regex", r)?;
         }
         if let Some(r) = self
+            .values
             .kernel_exclude_regex
             .as_deref()
             .filter(|r| !r.is_empty())
         {
             check_regex("--kernel-exclude-regex", r)?;
         }
-        if !self.kernel_iteration_range.is_empty() {
-            check_iteration_range(&self.kernel_iteration_range)?;
+        if !self.values.kernel_iteration_range.is_empty() {
+            check_iteration_range(&self.values.kernel_iteration_range)?;
         }
         check_pmc(&self.pmc)
     }

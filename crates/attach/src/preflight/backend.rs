@@ -9,6 +9,9 @@ use crate::toolpath::{ToolChoice, ToolSource};
 use rocprof_engine::procfs;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+/// The environment variable that chooses the backend when `--backend` is not given.
+pub const BACKEND_ENV: &str = "ROCPROF_ATTACH_BACKEND";
+
 /// 0: not set (read `ROCPROF_ATTACH_BACKEND`), else 1 + the backend's index.
 static ASKED: AtomicU8 = AtomicU8::new(0);
 
@@ -24,7 +27,7 @@ pub fn asked_backend() -> Backend {
         2 => Backend::Rocm,
         3 => Backend::Cuda,
         1 => Backend::Auto,
-        _ => match std::env::var("ROCPROF_ATTACH_BACKEND").as_deref() {
+        _ => match std::env::var(BACKEND_ENV).as_deref() {
             Ok("rocm") => Backend::Rocm,
             Ok("cuda") => Backend::Cuda,
             _ => Backend::Auto,
