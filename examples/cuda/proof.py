@@ -220,7 +220,12 @@ def phase_million():
     if not os.path.exists(db):
         say(f"- no database: {r.stderr[-600:]}")
         return
-    n = sqlite3.connect(db).execute("SELECT COUNT(*) FROM rocpd_kernel_dispatch").fetchone()[0]
+    c = sqlite3.connect(db)
+    kd = c.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rocpd_kernel_dispatch%'").fetchone()[0]
+    n = c.execute(f"SELECT COUNT(*) FROM {kd}").fetchone()[0]
+    late = c.execute(f"SELECT COUNT(*), MAX(m - start) FROM (SELECT start, MAX(start) OVER (ORDER BY id ROWS "
+                     f"BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS m FROM {kd}) WHERE start < m").fetchone()
+    say(f"- rows out of start order (id order): {late[0]}, at most {(late[1] or 0) / 1e6:.1f} ms behind")
     det = [l for l in r.stderr.split("\n") if "detached from" in l]
     wrote = [l for l in r.stderr.split("\n") if "the CUDA tool wrote" in l]
     if wrote:

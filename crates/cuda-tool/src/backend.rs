@@ -289,6 +289,11 @@ impl CuptiBackend {
         let Some(s) = self.session.as_mut() else {
             return;
         };
+        // A default flush: CUPTI hands over every buffer whose records are all complete, full
+        // or not (what its documentation suggests doing at a regular interval from a thread of
+        // one's own), so rows arrive within a tick of their end rather than when a buffer fills.
+        // SAFETY: plain CUPTI call, outside any CUPTI callback.
+        unsafe { (s.cupti.flush_all)(0) };
         let rows = activity::take_rows();
         let Some(sink) = s.sink.as_mut() else {
             return; // a write failed: detach reports it; the rows are dropped
