@@ -552,3 +552,52 @@ fn the_rocattach_library_attaches_a_cuda_process_the_same_way() {
     assert!(count(&db, "SELECT COUNT(*) FROM kernels") > 0, "{err}");
     assert!(t.enabled().is_empty(), "{}", t.state());
 }
+
+/// `--match` picks CUDA processes, but not one that maps libcuda.so.1 without having started
+/// CUDA (a launcher such as torchrun, which imports torch): it is named in a warning with the way
+/// to attach it anyway, and the training process beside it is traced.
+#[test]
+fn match_leaves_out_a_launcher_that_has_not_started_cuda() {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let tag = format!("match{}x{nanos}", std::process::id());
+    let launcher = Target::spawn(&["--launcher", "--tag", &tag], &[]);
+    let t = Target::spawn(&["--tag", &tag], &[]);
+    let out = t.out();
+    let tool = tool();
+    let run = rocprof_attach(
+        &[
+            "--match",
+            &tag,
+            "-d",
+            out.to_str().unwrap(),
+            "-o",
+            "%pid%",
+            "--kernel-trace",
+            "--attach-duration-msec",
+            "200",
+        ],
+        &[("ROCPROF_ATTACH_CUDA_TOOL", tool.to_str().unwrap())],
+    );
+    let (code, _, stderr) = run.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!("process {} maps libcuda.so.1", launcher.pid))
+            && stderr.contains(&format!("--pid {}", launcher.pid)),
+        "the launcher is named, with how to attach it anyway: {stderr}"
+    );
+    assert!(
+        out.join(format!("{}_results.db", t.pid)).is_file(),
+        "the training process is traced: {stderr}"
+    );
+    assert!(
+        !out.join(format!("{}_results.db", launcher.pid)).exists(),
+        "the launcher is left alone: {stderr}"
+    );
+    assert!(
+        !launcher.threads().iter().any(|n| n == "rocp-cu-attach"),
+        "no tool loaded into the launcher"
+    );
+}

@@ -52,6 +52,9 @@ pub struct Selection {
     pub pids: Vec<i32>,
     /// Processes that could not be examined, with the reason.
     pub unreadable: Vec<(i32, String)>,
+    /// Matched processes that map the CUDA driver but have not started it (no
+    /// [`crate::cuda::EVENT_THREAD`] thread): launchers such as torchrun, left out.
+    pub not_started: Vec<i32>,
 }
 
 /// Result of [`list`]: rows plus processes that could not be examined.
@@ -124,12 +127,14 @@ fn refusal(pid: i32, status: Option<&procfs::Status>, e: &ListEntry) -> Option<R
 
 /// Processes for an attach session. `Pids` are returned as given (deduplicated); `Match` and `Job`
 /// select user processes whose command line / job environment matches and that use ROCm (have a
-/// listener or map librocprofiler-register); `All` selects every process with a listener.
+/// listener or map librocprofiler-register) or CUDA; `All` selects every process with a listener
+/// or CUDA. A CUDA process that has not started the driver (a launcher that imports torch) is
+/// left out of `Match`, `Job` and `All`, in [`Selection::not_started`].
 pub fn select(selection: &TargetSelection) -> Result<Selection> {
     if let TargetSelection::Pids(pids) = selection {
         return explicit_pids(pids).map(|pids| Selection {
             pids,
-            unreadable: Vec::new(),
+            ..Selection::default()
         });
     }
     let Listing {
@@ -137,12 +142,21 @@ pub fn select(selection: &TargetSelection) -> Result<Selection> {
         unreadable,
     } = scan(selection)?;
     let all = matches!(selection, TargetSelection::All);
-    let pids = entries
-        .into_iter()
-        .filter(|e| e.listener || e.backend.0 == crate::cuda::Backend::Cuda || !all)
-        .map(|e| e.pid)
-        .collect();
-    Ok(Selection { pids, unreadable })
+    let mut pids = Vec::new();
+    let mut not_started = Vec::new();
+    for e in entries {
+        let cuda = e.backend.0 == crate::cuda::Backend::Cuda;
+        if cuda && !crate::cuda::started(e.pid) {
+            not_started.push(e.pid);
+        } else if e.listener || cuda || !all {
+            pids.push(e.pid);
+        }
+    }
+    Ok(Selection {
+        pids,
+        unreadable,
+        not_started,
+    })
 }
 
 /// Rows for `--list`: like [`select`], except that `All` also shows ROCm processes without a

@@ -26,6 +26,19 @@ pub const START_SYMBOL: &str = "rocprof_attach_cuda_start";
 pub const TOOL_FILE: &str = "librocprof_cuda_tool.so";
 /// The library whose mapping makes a process a CUDA process.
 pub const DRIVER_LIBRARY: &str = "libcuda.so.1";
+/// comm of the CUDA driver's event thread, which `cuInit` starts (seen on the H100 with driver
+/// 580: `../shared/spec/cuda-field-notes.md`).
+pub const EVENT_THREAD: &str = "cuda-EvtHandlr";
+
+/// Whether process `pid` has started the CUDA driver: it has the driver's [`EVENT_THREAD`] or
+/// our tool's thread. A process that maps `libcuda.so.1` without either (a launcher such as
+/// torchrun, which imports torch but runs no CUDA) has nothing to trace. True when the threads
+/// cannot be read: the preflight then says why.
+pub fn started(pid: i32) -> bool {
+    let named =
+        |comm| rocprof_engine::procfs::threads_named(pid, comm).map_or(true, |t| !t.is_empty());
+    named(EVENT_THREAD) || named(TOOL_COMM)
+}
 
 /// Which profiler a process gets (`--backend`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]

@@ -53,6 +53,16 @@ impl Plan {
 /// [`Error::NoMatch`].
 pub fn select(targets: &TargetSelection, events: Events) -> Result<Vec<i32>> {
     let sel = targets::select(targets)?;
+    for &pid in &sel.not_started {
+        events(Event::Warning {
+            pid: Some(pid),
+            message: format!(
+                "process {pid} maps libcuda.so.1 but has not started CUDA (no {} thread), like a \
+                 launcher such as torchrun: skipped. To attach it anyway, name it: --pid {pid}",
+                crate::cuda::EVENT_THREAD
+            ),
+        });
+    }
     for (pid, why) in &sel.unreadable {
         tracing::info!("cannot examine process {pid}: {why}");
     }
