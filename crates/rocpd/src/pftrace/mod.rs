@@ -223,7 +223,7 @@ fn run_passes(
     dest: &Path,
     passes: &[PassFn],
 ) -> Result<(File, Counts)> {
-    let sources = reader::all_sources(dbs)?;
+    let sources = reader::all_sources_in(dbs, window)?;
     let mut out = Out {
         seq: Sequence::new(file, seq_id, dest)?,
         declared: Declared::new(seq_id),
