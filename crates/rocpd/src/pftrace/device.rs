@@ -1,31 +1,139 @@
 //! Kernel dispatches (slices on stream or queue tracks, with their dispatch's own PMC values as
 //! arguments) and PMC counter tracks.
 
+use std::fs::File;
 use std::ops::ControlFlow;
+use std::path::Path;
 
 use super::encoder::{Arg, Kind};
 use super::nest::Nest;
 use super::tracks::TrackKey;
-use super::{Ctx, Out, Pass};
-use crate::reader::{DispatchRow, IdMap, Order};
-use crate::Result;
+use super::{Counts, Ctx, Out, Pass, PftraceOptions};
+use crate::par;
+use crate::reader::{self, DispatchRow, IdMap, Input, Order, Source};
+use crate::window::MaybeWindow;
+use crate::{Error, Result};
 
-/// Writes every kernel dispatch of the source (in the window) that belongs to this pass's shard.
-/// With `sorted`, rows are read in start order ([`Order::Start`]); otherwise in id order, which
-/// is start order per track in databases rocprofv3 writes, and [`Pass::OutOfOrder`] is returned
-/// if it is not.
-pub fn kernels(out: &mut Out, cx: &Ctx<'_, '_>, sorted: bool) -> Result<Pass> {
-    let order = if sorted { Order::Start } else { Order::Id };
+/// Writes the kernel dispatches of every source of `dbs` (in the window) into one packet sequence
+/// per file of `files` (sequence ids 2, 4, ...; a track goes to the sequence [`shard`] names).
+///
+/// Dispatches are read in id order on every core ([`crate::par`]: id ranges read on worker
+/// threads, each with its own connection, handed over in order) and encoded here; id order is
+/// start order per track in the databases rocprofv3 writes. When it is not, what this source
+/// wrote is rolled back and its dispatches are read again sorted by start, one shard at a time.
+pub fn write(
+    dbs: &[Input],
+    opts: PftraceOptions,
+    window: MaybeWindow,
+    files: Vec<File>,
+    dest: &Path,
+) -> Result<Vec<(File, Counts)>> {
+    let mut outs = files
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| Out::new(f, 2 + 2 * i as u32, dest))
+        .collect::<Result<Vec<_>>>()?;
+    for (i, src) in reader::all_sources_in(dbs, window)?.iter().enumerate() {
+        let dims = src.dims(opts.agent_index)?;
+        let cx = Ctx::new(src, i, dims, opts, window);
+        let mut saved = Vec::new();
+        for out in &mut outs {
+            out.declared.next_process();
+            saved.push((out.seq.checkpoint()?, out.declared.clone(), out.counts));
+        }
+        if in_id_order(&mut outs, &cx)? == Pass::Done {
+            continue;
+        }
+        tracing::info!(
+            "{}: rows not in start order; reading them sorted",
+            src.input.path.display()
+        );
+        let n = outs.len();
+        for (s, (out, (cp, declared, counts))) in outs.iter_mut().zip(saved).enumerate() {
+            out.seq.rollback(cp)?;
+            out.declared = declared;
+            out.counts = counts;
+            if kernels(out, &cx, (s, n), Order::Start)? == Pass::OutOfOrder {
+                return Err(Error::usage(format!(
+                    "{}: the database's rows cannot be ordered by time; it may be corrupt",
+                    src.input.path.display()
+                )));
+            }
+        }
+    }
+    outs.into_iter().map(Out::finish).collect()
+}
+
+/// The kernel sequence (of `n`) that holds the track of dispatch `k`.
+pub fn shard(cx: &Ctx<'_, '_>, k: &DispatchRow, n: usize) -> usize {
+    let key = if cx.opts.group_by_queue {
+        k.agent_id.wrapping_mul(65599).wrapping_add(k.queue_id)
+    } else {
+        k.stream_id
+    };
+    key.rem_euclid(n as i64) as usize
+}
+
+/// Writes the dispatches of `cx`'s source in id order into `outs`; [`Pass::OutOfOrder`] when a
+/// track's dispatches do not come in start order. Dispatches with PMC values (counter
+/// collection: few dispatches) are read on this thread, joined with their values.
+fn in_id_order(outs: &mut [Out], cx: &Ctx<'_, '_>) -> Result<Pass> {
+    let n = outs.len();
+    let mut nests: Vec<IdMap<u64, Nest>> = (0..n).map(|_| IdMap::default()).collect();
+    let mut route = |k: &DispatchRow, values: &[(i64, f64)]| -> Result<Pass> {
+        let s = shard(cx, k, n);
+        emit(&mut outs[s], cx, &mut nests[s], k, values)
+    };
+    if !cx.dims.pmcs.is_empty() && cx.src.has_rows("rocpd_pmc_event")? {
+        let flow = cx.src.dispatch_scan(Order::Id, true, |k, values| {
+            Ok(match route(k, values)? {
+                Pass::Done => ControlFlow::Continue(()),
+                Pass::OutOfOrder => ControlFlow::Break(()),
+            })
+        })?;
+        if flow.is_break() {
+            return Ok(Pass::OutOfOrder);
+        }
+    } else {
+        let span = cx.src.id_span(&["rocpd_kernel_dispatch"])?;
+        let mut disorder = false;
+        let read = |range: &Source<'_>| {
+            let mut rows = Vec::new();
+            range.dispatches(|k| {
+                rows.push(k.clone());
+                Ok(())
+            })?;
+            Ok(rows)
+        };
+        let run = par::ordered_chunks(cx.src, span, par::threads(), read, |rows| {
+            for k in &rows {
+                if route(k, &[])? == Pass::OutOfOrder {
+                    // Ends the run; told apart from a real error by `disorder`.
+                    disorder = true;
+                    return Err(Error::usage("dispatches out of start order"));
+                }
+            }
+            Ok(())
+        });
+        if disorder {
+            return Ok(Pass::OutOfOrder);
+        }
+        run?;
+    }
+    for (out, nests) in outs.iter_mut().zip(nests) {
+        out.close(nests)?;
+    }
+    Ok(Pass::Done)
+}
+
+/// Writes the kernel dispatches of `cx`'s source in `order` whose track belongs to `shard`
+/// (`(index, count)`, see [`shard`]); [`Pass::OutOfOrder`] when a track's dispatches do not come
+/// in start order.
+fn kernels(out: &mut Out, cx: &Ctx<'_, '_>, (i, n): (usize, usize), order: Order) -> Result<Pass> {
     let counters = !cx.dims.pmcs.is_empty();
-    let (i, n) = cx.shard;
     let mut nests: IdMap<u64, Nest> = IdMap::default();
     let flow = cx.src.dispatch_scan(order, counters, |k, values| {
-        let key = if cx.opts.group_by_queue {
-            k.agent_id.wrapping_mul(65599).wrapping_add(k.queue_id)
-        } else {
-            k.stream_id
-        };
-        if key.rem_euclid(n) != i {
+        if shard(cx, k, n) != i {
             return Ok(ControlFlow::Continue(()));
         }
         Ok(match emit(out, cx, &mut nests, k, values)? {
