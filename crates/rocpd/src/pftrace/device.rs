@@ -174,10 +174,46 @@ fn emit(
             dims.trace_kernel_name(k.kernel_id, None, false)
         })
     };
+    let (args, n) = kernel_args(cx, k);
+    let flow = [cx.ids.flow(k.corr.internal)];
+    let flows: &[u64] = if k.corr.internal != 0 { &flow } else { &[] };
+    if k.corr.internal != 0 {
+        out.counts.flows += 1;
+    }
+    let mut pmc_args: Vec<Arg<'_>> = Vec::new();
+    let all_args: &[Arg<'_>] = if counters.is_empty() {
+        &args[..n]
+    } else {
+        pmc_args.extend_from_slice(&args[..n]);
+        for (p, v) in counters {
+            let name = dims
+                .pmcs
+                .iter()
+                .find(|(id, _)| id == p)
+                .map(|(_, c)| c.name.as_str())
+                .unwrap_or("PMC");
+            pmc_args.push(Arg::NamedDouble(name, *v));
+        }
+        &pmc_args
+    };
+    out.flush_edges(track, name_iid, Some("kernel_dispatch"), all_args, flows)?;
+    out.counts.kernels += 1;
+    for (p, v) in counters {
+        let t = out.track(cx, TrackKey::Pmc(k.agent_id, *p))?;
+        out.seq
+            .event(k.start, t, Kind::Counter, 0, None, &[], &[], Some(*v))?;
+        out.counts.counter_points += 1;
+    }
+    Ok(Pass::Done)
+}
+
+/// The arguments of a kernel's slice as rocprofv3 writes them (the first `n` of the array); zero
+/// sizes and the stream (or queue) the track's name already shows are left out to keep the
+/// per-dispatch packet small.
+fn kernel_args<'d>(cx: &'d Ctx<'_, '_>, k: &DispatchRow) -> ([Arg<'d>; 16], usize) {
+    let dims = &cx.dims;
     let sym = dims.symbols.get(&k.kernel_id);
     let agent = dims.agent_label(Some(k.agent_id));
-    // Arguments as rocprofv3 writes them; zero sizes and the stream (or queue) the track's name
-    // already shows are left out to keep the per-dispatch packet small.
     let mut args = [Arg::Int("", 0); 16];
     let lds = crate::domain::lds_block_size(
         k.group_segment_size
@@ -231,34 +267,5 @@ fn emit(
             n += 1;
         }
     }
-    let flow = [cx.ids.flow(k.corr.internal)];
-    let flows: &[u64] = if k.corr.internal != 0 { &flow } else { &[] };
-    if k.corr.internal != 0 {
-        out.counts.flows += 1;
-    }
-    let mut pmc_args: Vec<Arg<'_>> = Vec::new();
-    let all_args: &[Arg<'_>] = if counters.is_empty() {
-        &args[..n]
-    } else {
-        pmc_args.extend_from_slice(&args[..n]);
-        for (p, v) in counters {
-            let name = dims
-                .pmcs
-                .iter()
-                .find(|(id, _)| id == p)
-                .map(|(_, c)| c.name.as_str())
-                .unwrap_or("PMC");
-            pmc_args.push(Arg::NamedDouble(name, *v));
-        }
-        &pmc_args
-    };
-    out.flush_edges(track, name_iid, Some("kernel_dispatch"), all_args, flows)?;
-    out.counts.kernels += 1;
-    for (p, v) in counters {
-        let t = out.track(cx, TrackKey::Pmc(k.agent_id, *p))?;
-        out.seq
-            .event(k.start, t, Kind::Counter, 0, None, &[], &[], Some(*v))?;
-        out.counts.counter_points += 1;
-    }
-    Ok(Pass::Done)
+    (args, n)
 }

@@ -23,8 +23,8 @@ pub fn varint(buf: &mut Vec<u8>, mut v: u64) {
 /// The encoded length of the varint `v`.
 #[inline]
 pub fn varint_len(v: u64) -> usize {
-    // 1 + floor(log2(v | 1)) / 7
-    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+    // 7 bits a byte over the significant bits (at least one).
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 #[inline]
