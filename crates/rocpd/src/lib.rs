@@ -195,14 +195,8 @@ pub fn convert_with(
     let dbs = reader::open_all(inputs)?;
     let sources = reader::all_sources(&dbs)?;
     let window = opts.time_window.resolve(&sources)?;
-    let reader_window = window
-        .map(|w| TimeWindow {
-            start: w.start,
-            end: w.end,
-            inclusive: w.inclusive,
-        })
-        .or(opts.window);
-    let sources = reader::all_sources_in(&dbs, reader_window)?;
+    let window = window.or(opts.window);
+    let sources = reader::all_sources_in(&dbs, window)?;
     let mut out = output::OutputSet::new(out_dir)?;
     let mut report = ConvertReport::default();
     let trace_opts = pftrace::PftraceOptions {

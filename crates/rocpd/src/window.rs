@@ -15,7 +15,7 @@
 //!   overlap the window at all are kept. This follows rocpd's help text; rocpd's code does the
 //!   opposite (see docs/output.md).
 
-use super::reader::Source;
+use super::reader::{Source, TimeWindow};
 use crate::{Error, Result};
 
 /// One bound as given on the command line.
@@ -61,28 +61,11 @@ pub struct WindowSpec {
     pub inclusive: bool,
 }
 
-/// Resolved window bounds in ns (both inclusive).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    /// First ns of the window.
-    pub start: i64,
-    /// Last ns of the window.
-    pub end: i64,
-    /// Keep overlapping events (else only contained ones).
-    pub inclusive: bool,
-}
+/// Resolved window bounds in ns (both inclusive): the reader's [`TimeWindow`], which every row
+/// stream applies.
+pub type Window = TimeWindow;
 
-impl Window {
-    /// Whether an event spanning `[start, end]` is kept.
-    #[inline]
-    pub fn keeps(&self, start: i64, end: i64) -> bool {
-        if self.inclusive {
-            end >= self.start && start <= self.end
-        } else {
-            start >= self.start && end <= self.end
-        }
-    }
-
+impl TimeWindow {
     /// An SQL condition on the columns `start_col`/`end_col` equivalent to [`Window::keeps`].
     pub fn sql(&self, start_col: &str, end_col: &str) -> String {
         if self.inclusive {

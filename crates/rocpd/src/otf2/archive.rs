@@ -9,15 +9,16 @@
 
 use std::collections::HashMap;
 
+use std::ops::ControlFlow;
+
 use rocprof_otf2::{Archive, EvtWriter, GroupType, LocationType, Paradigm, RegionRole};
-use rusqlite::types::ValueRef;
 
 use super::Counts;
 use crate::domain::Domain;
 use crate::output::OutputSet;
 use crate::pftrace::nest::{Edge, Nest};
 use crate::pftrace::{col, opt_col, PftraceOptions};
-use crate::reader::{read_error, Dims, Source};
+use crate::reader::{read_error, roctx_message, Dims, Order, Source};
 use crate::window::{self, MaybeWindow};
 use crate::{Error, Result};
 
@@ -179,24 +180,36 @@ fn paradigm(kind: &str) -> Paradigm {
     }
 }
 
-fn message(v: ValueRef<'_>) -> Option<String> {
-    let ValueRef::Text(raw) = v else {
-        return None;
-    };
-    if !raw.windows(9).any(|w| w == b"\"message\"") {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(raw).ok()?;
-    v.get("message").map(|m| match m {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    })
-}
-
 fn agent_name(dims: &Dims, id: i64) -> String {
     match dims.agents.get(&id) {
         Some(a) => format!("{} Agent-{}", a.agent_type, a.logical_index),
         None => format!("Agent-{id}"),
+    }
+}
+
+/// The definitions of one process: its location group and those of its agents.
+struct Process<'d> {
+    /// Index of the process (in GUID order).
+    index: i64,
+    /// Its dimension tables.
+    dims: &'d Dims,
+    /// Its location group.
+    group: u32,
+    /// The location group of each agent met so far.
+    agent_groups: HashMap<i64, u32>,
+}
+
+impl Process<'_> {
+    /// The location group of agent `a`, defined on first use.
+    fn agent_group(&mut self, defs: &mut Defs, a: i64) -> u32 {
+        let (dims, group) = (self.dims, self.group);
+        *self.agent_groups.entry(a).or_insert_with(|| {
+            let g = defs.groups.len() as u32;
+            let pid = dims.process.pid;
+            let n = defs.string(&format!("{} (process {pid})", agent_name(dims, a)));
+            defs.groups.push((g, n, GroupType::Accelerator, group));
+            g
+        })
     }
 }
 
@@ -223,209 +236,27 @@ pub fn write(
         counts: Counts::default(),
         dest: &dest,
     };
-    let root_name = st.defs.string("rocprof-attach");
-    let root_class = st.defs.string("machine");
+    let root = (st.defs.string("rocprof-attach"), st.defs.string("machine"));
     for (pi, src) in sources.iter().enumerate() {
         let dims = src.dims(opts.agent_index)?;
-        let pid = dims.process.pid;
-        let pname = st.defs.string(&format!("Process {pid}"));
-        let pgroup = st.defs.groups.len() as u32;
+        let pname = st.defs.string(&format!("Process {}", dims.process.pid));
+        let group = st.defs.groups.len() as u32;
         st.defs
             .groups
-            .push((pgroup, pname, GroupType::Process, u32::MAX));
-        let mut agent_groups: HashMap<i64, u32> = HashMap::new();
-        let mut agent_group = |defs: &mut Defs, a: i64| -> u32 {
-            *agent_groups.entry(a).or_insert_with(|| {
-                let g = defs.groups.len() as u32;
-                let n = defs.string(&format!("{} (process {pid})", agent_name(&dims, a)));
-                defs.groups.push((g, n, GroupType::Accelerator, pgroup));
-                g
-            })
+            .push((group, pname, GroupType::Process, u32::MAX));
+        let mut p = Process {
+            index: pi as i64,
+            dims: &dims,
+            group,
+            agent_groups: HashMap::new(),
         };
-        let conn = src.input.connection();
-        let err = |e| read_error(&src.input.path, e);
-        // API calls, ROCTx ranges and samples, per thread.
-        let ev = |alias: &str| match src.table("rocpd_event") {
-            Some(e) => format!("LEFT JOIN {e} E ON E.id = {alias}.event_id"),
-            None => "LEFT JOIN (SELECT NULL AS id, NULL AS category_id, NULL AS extdata) E ON 0"
-                .to_owned(),
-        };
-        let mut host = Vec::new();
-        if let Some(r) = src.table("rocpd_region") {
-            host.push(format!(
-                "SELECT R.tid AS tid, R.start AS s, R.\"end\" AS e, R.name_id AS n, E.category_id AS c, E.extdata AS x \
-                 FROM {r} R {} WHERE {}",
-                ev("R"),
-                window::sql(&window, "R.start", "R.\"end\"")
-            ));
-        }
-        if let (Some(s), Some(t)) = (src.table("rocpd_sample"), src.table("rocpd_track")) {
-            host.push(format!(
-                "SELECT T.tid, S.timestamp, S.timestamp, T.name_id, E.category_id, E.extdata FROM {s} S \
-                 LEFT JOIN {t} T ON T.id = S.track_id {} WHERE {}",
-                ev("S"),
-                window::sql(&window, "S.timestamp", "S.timestamp")
-            ));
-        }
-        if !host.is_empty() {
-            let sql = format!("{} ORDER BY 2, 3 DESC", host.join(" UNION ALL "));
-            let mut stmt = conn.prepare(&sql).map_err(err)?;
-            let mut rows = stmt.query([]).map_err(err)?;
-            while let Some(r) = rows.next().map_err(err)? {
-                let tid = col(r, 0).map_err(err)?;
-                let (s, e) = (col(r, 1).map_err(err)?, col(r, 2).map_err(err)?);
-                let kind = dims.string(opt_col(r, 4).map_err(err)?);
-                let name = message(r.get_ref(5).map_err(err)?)
-                    .unwrap_or_else(|| dims.string(opt_col(r, 3).ok().flatten()).to_owned());
-                let region = st.defs.region(&name, RegionRole::Function, paradigm(kind));
-                st.slice(
-                    (0, pi as i64, tid),
-                    |d| {
-                        (
-                            d.string(&format!("Thread {tid}")),
-                            LocationType::CpuThread,
-                            pgroup,
-                        )
-                    },
-                    region,
-                    s,
-                    e,
-                )?;
-            }
-        }
+        host(&mut st, &p, src, window)?;
         st.close_locations()?;
-        // Kernels per agent and queue.
-        if let Some(k) = src.table("rocpd_kernel_dispatch") {
-            let sql = format!(
-                "SELECT K.agent_id, K.queue_id, K.start, K.\"end\", K.kernel_id, K.region_name_id FROM {k} K \
-                 WHERE {} ORDER BY K.start, K.\"end\" DESC, K.id",
-                window::sql(&window, "K.start", "K.\"end\"")
-            );
-            let mut stmt = conn.prepare(&sql).map_err(err)?;
-            let mut rows = stmt.query([]).map_err(err)?;
-            let mut queues: HashMap<(i64, i64), i64> = HashMap::new();
-            while let Some(r) = rows.next().map_err(err)? {
-                let (a, q) = (col(r, 0).map_err(err)?, col(r, 1).map_err(err)?);
-                let (s, e) = (col(r, 2).map_err(err)?, col(r, 3).map_err(err)?);
-                let kid = col(r, 4).map_err(err)?;
-                let renamed = opts
-                    .kernel_rename
-                    .then(|| dims.string(opt_col(r, 5).ok().flatten()))
-                    .filter(|s| !s.is_empty());
-                let name = match renamed {
-                    Some(n) => n,
-                    None => dims
-                        .symbols
-                        .get(&kid)
-                        .map(|s| {
-                            if s.display_name.is_empty() {
-                                s.kernel_name.as_str()
-                            } else {
-                                s.display_name.as_str()
-                            }
-                        })
-                        .unwrap_or("<unknown kernel>"),
-                };
-                let region = st.defs.region(name, RegionRole::Function, Paradigm::Hip);
-                let n = queues.len() as i64;
-                let qn = *queues.entry((a, q)).or_insert(n);
-                let group = agent_group(&mut st.defs, a);
-                let an = agent_name(&dims, a);
-                st.slice(
-                    (1, pi as i64, (a << 32) ^ q),
-                    |d| {
-                        (
-                            d.string(&format!("Compute on {an}, Queue {qn}")),
-                            LocationType::AcceleratorStream,
-                            group,
-                        )
-                    },
-                    region,
-                    s,
-                    e,
-                )?;
-            }
-        }
+        kernels(&mut st, &mut p, src, opts)?;
         st.close_locations()?;
-        // Copies per destination agent.
-        if let Some(m) = src.table("rocpd_memory_copy") {
-            let sql = format!(
-                "SELECT M.dst_agent_id, M.start, M.\"end\", M.name_id FROM {m} M WHERE {} ORDER BY M.start, M.\"end\" DESC, M.id",
-                window::sql(&window, "M.start", "M.\"end\"")
-            );
-            let mut stmt = conn.prepare(&sql).map_err(err)?;
-            let mut rows = stmt.query([]).map_err(err)?;
-            while let Some(r) = rows.next().map_err(err)? {
-                let a = opt_col(r, 0).map_err(err)?.unwrap_or(-1);
-                let (s, e) = (col(r, 1).map_err(err)?, col(r, 2).map_err(err)?);
-                let name = dims.string(opt_col(r, 3).map_err(err)?).to_owned();
-                let region = st
-                    .defs
-                    .region(&name, RegionRole::DataTransfer, Paradigm::Hip);
-                let group = agent_group(&mut st.defs, a);
-                let an = agent_name(&dims, a);
-                st.slice(
-                    (2, pi as i64, a),
-                    |d| {
-                        (
-                            d.string(&format!("Copy to {an}")),
-                            LocationType::AcceleratorStream,
-                            group,
-                        )
-                    },
-                    region,
-                    s,
-                    e,
-                )?;
-            }
-        }
+        copies(&mut st, &mut p, src)?;
         st.close_locations()?;
-        // Memory and scratch allocations per agent.
-        if let Some(m) = src.table("rocpd_memory_allocate") {
-            let sql = format!(
-                "SELECT M.agent_id, M.start, M.\"end\", M.type, M.level FROM {m} M WHERE {} ORDER BY M.start, M.\"end\" DESC, M.id",
-                window::sql(&window, "M.start", "M.\"end\"")
-            );
-            let mut stmt = conn.prepare(&sql).map_err(err)?;
-            let mut rows = stmt.query([]).map_err(err)?;
-            while let Some(r) = rows.next().map_err(err)? {
-                let a = opt_col(r, 0).map_err(err)?.unwrap_or(-1);
-                let (s, e) = (col(r, 1).map_err(err)?, col(r, 2).map_err(err)?);
-                let kind: String = r
-                    .get::<_, Option<String>>(3)
-                    .map_err(err)?
-                    .unwrap_or_default();
-                let level: String = r
-                    .get::<_, Option<String>>(4)
-                    .map_err(err)?
-                    .unwrap_or_default();
-                let op = crate::model::allocation_operation(&kind, &level);
-                let region = st.defs.region(op, RegionRole::Allocate, Paradigm::Hip);
-                let group = if a >= 0 {
-                    agent_group(&mut st.defs, a)
-                } else {
-                    pgroup
-                };
-                let an = if a >= 0 {
-                    agent_name(&dims, a)
-                } else {
-                    "unknown agent".to_owned()
-                };
-                st.slice(
-                    (3, pi as i64, a),
-                    |d| {
-                        (
-                            d.string(&format!("Memory Operation at {an}")),
-                            LocationType::AcceleratorStream,
-                            group,
-                        )
-                    },
-                    region,
-                    s,
-                    e,
-                )?;
-            }
-        }
+        allocations(&mut st, &mut p, src, window)?;
         st.close_locations()?;
     }
     if let Some(w) = &window {
@@ -438,41 +269,183 @@ pub fn write(
     st.archive
         .finish_events(&locations)
         .map_err(|e| otf2_err(&dest, e))?;
-    {
-        let mut g = st.archive.global_defs().map_err(|e| otf2_err(&dest, e))?;
-        let (min, max) = if st.min == u64::MAX {
-            (0, 0)
-        } else {
-            (st.min, st.max)
-        };
-        let e = |e| otf2_err(&dest, e);
-        g.clock(min, max - min).map_err(e)?;
-        let mut strings: Vec<(&String, &u32)> = st.defs.strings.iter().collect();
-        strings.sort_by_key(|s| *s.1);
-        for (s, r) in strings {
-            g.string(*r, s).map_err(e)?;
-        }
-        g.system_tree_node(
-            0,
-            root_name,
-            root_class,
-            rocprof_otf2::UNDEFINED_SYSTEM_TREE_NODE,
-        )
-        .map_err(e)?;
-        for &(r, n, kind, creator) in &st.defs.groups {
-            g.location_group(r, n, kind, 0, creator).map_err(e)?;
-        }
-        for &(r, n, kind, events, group) in &st.defs.locations {
-            g.location(r, n, kind, events, group).map_err(e)?;
-        }
-        for &(r, n, role, paradigm) in &st.defs.region_list {
-            g.region(r, n, role, paradigm).map_err(e)?;
-        }
-    }
+    global_defs(&mut st, root)?;
     st.archive.close().map_err(|e| otf2_err(&dest, e))?;
     for ext in [".otf2", ".def", ""] {
         let entry = format!("{archive_name}{ext}");
         out.adopt(tmp.join(&entry), &entry);
     }
     Ok(st.counts)
+}
+
+/// API calls, ROCTx ranges and samples, per thread (read with the event table joined, sorted
+/// by start).
+fn host(st: &mut State<'_>, p: &Process<'_>, src: &Source<'_>, window: MaybeWindow) -> Result<()> {
+    let ev = |alias: &str| match src.table("rocpd_event") {
+        Some(e) => format!("LEFT JOIN {e} E ON E.id = {alias}.event_id"),
+        None => {
+            "LEFT JOIN (SELECT NULL AS id, NULL AS category_id, NULL AS extdata) E ON 0".to_owned()
+        }
+    };
+    let mut parts = Vec::new();
+    if let Some(r) = src.table("rocpd_region") {
+        parts.push(format!(
+            "SELECT R.tid AS tid, R.start AS s, R.\"end\" AS e, R.name_id AS n, E.category_id AS c, E.extdata AS x \
+             FROM {r} R {} WHERE {}",
+            ev("R"),
+            window::sql(&window, "R.start", "R.\"end\"")
+        ));
+    }
+    if let (Some(s), Some(t)) = (src.table("rocpd_sample"), src.table("rocpd_track")) {
+        parts.push(format!(
+            "SELECT T.tid, S.timestamp, S.timestamp, T.name_id, E.category_id, E.extdata FROM {s} S \
+             LEFT JOIN {t} T ON T.id = S.track_id {} WHERE {}",
+            ev("S"),
+            window::sql(&window, "S.timestamp", "S.timestamp")
+        ));
+    }
+    if parts.is_empty() {
+        return Ok(());
+    }
+    let err = |e| read_error(&src.input.path, e);
+    let sql = format!("{} ORDER BY 2, 3 DESC", parts.join(" UNION ALL "));
+    let mut stmt = src.input.connection().prepare(&sql).map_err(err)?;
+    let mut rows = stmt.query([]).map_err(err)?;
+    let dims = p.dims;
+    while let Some(r) = rows.next().map_err(err)? {
+        let tid = col(r, 0).map_err(err)?;
+        let (s, e) = (col(r, 1).map_err(err)?, col(r, 2).map_err(err)?);
+        let kind = dims.string(opt_col(r, 4).map_err(err)?);
+        let name = roctx_message(r.get_ref(5).map_err(err)?)
+            .unwrap_or_else(|| dims.string(opt_col(r, 3).ok().flatten()).to_owned());
+        let region = st.defs.region(&name, RegionRole::Function, paradigm(kind));
+        let loc = |d: &mut Defs| {
+            let n = d.string(&format!("Thread {tid}"));
+            (n, LocationType::CpuThread, p.group)
+        };
+        st.slice((0, p.index, tid), loc, region, s, e)?;
+    }
+    Ok(())
+}
+
+/// Kernels per agent and queue, from the shared dispatch reader in start order.
+fn kernels(
+    st: &mut State<'_>,
+    p: &mut Process<'_>,
+    src: &Source<'_>,
+    opts: PftraceOptions,
+) -> Result<()> {
+    let mut queues: HashMap<(i64, i64), i64> = HashMap::new();
+    let dims = p.dims;
+    src.dispatch_scan(Order::Start, false, |k, _| {
+        let name = dims.trace_kernel_name(k.kernel_id, k.region_name_id, opts.kernel_rename);
+        let region = st.defs.region(name, RegionRole::Function, Paradigm::Hip);
+        let (a, q) = (k.agent_id, k.queue_id);
+        let n = queues.len() as i64;
+        let qn = *queues.entry((a, q)).or_insert(n);
+        let group = p.agent_group(&mut st.defs, a);
+        let an = agent_name(dims, a);
+        let loc = |d: &mut Defs| {
+            let n = d.string(&format!("Compute on {an}, Queue {qn}"));
+            (n, LocationType::AcceleratorStream, group)
+        };
+        st.slice((1, p.index, (a << 32) ^ q), loc, region, k.start, k.end)?;
+        Ok(ControlFlow::Continue(()))
+    })
+    .map(|_| ())
+}
+
+/// Copies per destination agent, from the shared copy reader in start order.
+fn copies(st: &mut State<'_>, p: &mut Process<'_>, src: &Source<'_>) -> Result<()> {
+    let dims = p.dims;
+    src.copy_scan(Order::Start, |m| {
+        let a = m.dst_agent_id.unwrap_or(-1);
+        let name = dims.string(m.name_id);
+        let region = st
+            .defs
+            .region(name, RegionRole::DataTransfer, Paradigm::Hip);
+        let group = p.agent_group(&mut st.defs, a);
+        let an = agent_name(dims, a);
+        let loc = |d: &mut Defs| {
+            let n = d.string(&format!("Copy to {an}"));
+            (n, LocationType::AcceleratorStream, group)
+        };
+        st.slice((2, p.index, a), loc, region, m.start, m.end)?;
+        Ok(ControlFlow::Continue(()))
+    })
+    .map(|_| ())
+}
+
+/// Memory and scratch allocations per agent, sorted by start.
+fn allocations(
+    st: &mut State<'_>,
+    p: &mut Process<'_>,
+    src: &Source<'_>,
+    window: MaybeWindow,
+) -> Result<()> {
+    let Some(m) = src.table("rocpd_memory_allocate") else {
+        return Ok(());
+    };
+    let sql = format!(
+        "SELECT M.agent_id, M.start, M.\"end\", M.type, M.level FROM {m} M WHERE {} ORDER BY M.start, M.\"end\" DESC, M.id",
+        window::sql(&window, "M.start", "M.\"end\"")
+    );
+    let err = |e| read_error(&src.input.path, e);
+    let mut stmt = src.input.connection().prepare(&sql).map_err(err)?;
+    let mut rows = stmt.query([]).map_err(err)?;
+    while let Some(r) = rows.next().map_err(err)? {
+        let a = opt_col(r, 0).map_err(err)?.unwrap_or(-1);
+        let (s, e) = (col(r, 1).map_err(err)?, col(r, 2).map_err(err)?);
+        let text = |i| r.get::<_, Option<String>>(i).map(Option::unwrap_or_default);
+        let (kind, level) = (text(3).map_err(err)?, text(4).map_err(err)?);
+        let op = crate::model::allocation_operation(&kind, &level);
+        let region = st.defs.region(op, RegionRole::Allocate, Paradigm::Hip);
+        let (group, an) = if a >= 0 {
+            (p.agent_group(&mut st.defs, a), agent_name(p.dims, a))
+        } else {
+            (p.group, "unknown agent".to_owned())
+        };
+        let loc = |d: &mut Defs| {
+            let n = d.string(&format!("Memory Operation at {an}"));
+            (n, LocationType::AcceleratorStream, group)
+        };
+        st.slice((3, p.index, a), loc, region, s, e)?;
+    }
+    Ok(())
+}
+
+/// The global definitions: clock, strings, the system tree, location groups, locations and
+/// regions.
+fn global_defs(st: &mut State<'_>, (root_name, root_class): (u32, u32)) -> Result<()> {
+    let dest = st.dest;
+    let e = |e| otf2_err(dest, e);
+    let mut g = st.archive.global_defs().map_err(e)?;
+    let (min, max) = if st.min == u64::MAX {
+        (0, 0)
+    } else {
+        (st.min, st.max)
+    };
+    g.clock(min, max - min).map_err(e)?;
+    let mut strings: Vec<(&String, &u32)> = st.defs.strings.iter().collect();
+    strings.sort_by_key(|s| *s.1);
+    for (s, r) in strings {
+        g.string(*r, s).map_err(e)?;
+    }
+    g.system_tree_node(
+        0,
+        root_name,
+        root_class,
+        rocprof_otf2::UNDEFINED_SYSTEM_TREE_NODE,
+    )
+    .map_err(e)?;
+    for &(r, n, kind, creator) in &st.defs.groups {
+        g.location_group(r, n, kind, 0, creator).map_err(e)?;
+    }
+    for &(r, n, kind, events, group) in &st.defs.locations {
+        g.location(r, n, kind, events, group).map_err(e)?;
+    }
+    for &(r, n, role, paradigm) in &st.defs.region_list {
+        g.region(r, n, role, paradigm).map_err(e)?;
+    }
+    Ok(())
 }

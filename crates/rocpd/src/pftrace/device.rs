@@ -1,150 +1,150 @@
 //! Kernel dispatches (slices on stream or queue tracks, with their dispatch's own PMC values as
 //! arguments) and PMC counter tracks.
 
+use std::fs::File;
+use std::ops::ControlFlow;
+use std::path::Path;
+
 use super::encoder::{Arg, Kind};
-use super::events::{Lookup, Statements};
 use super::nest::Nest;
 use super::tracks::TrackKey;
-use super::{col, opt_col, Ctx, Out, Pass};
-use crate::reader::IdMap;
-use crate::window;
-use crate::Result;
+use super::{Counts, Ctx, Out, Pass, PftraceOptions};
+use crate::par;
+use crate::reader::{self, DispatchRow, IdMap, Input, Order, Source};
+use crate::window::MaybeWindow;
+use crate::{Error, Result};
 
-#[derive(Default, Clone)]
-struct Kernel {
-    id: i64,
-    tid: i64,
-    agent: i64,
-    kernel_id: i64,
-    queue: i64,
-    stream: i64,
-    start: i64,
-    end: i64,
-    scratch: i64,
-    lds: i64,
-    wg: [i64; 3],
-    grid: [i64; 3],
-    region_name_id: Option<i64>,
-    stack: i64,
-    external: i64,
+/// Writes the kernel dispatches of every source of `dbs` (in the window) into one packet sequence
+/// per file of `files` (sequence ids 2, 4, ...; a track goes to the sequence [`shard`] names).
+///
+/// Dispatches are read in id order on every core ([`crate::par`]: id ranges read on worker
+/// threads, each with its own connection, handed over in order) and encoded here; id order is
+/// start order per track in the databases rocprofv3 writes. When it is not, what this source
+/// wrote is rolled back and its dispatches are read again sorted by start, one shard at a time.
+pub fn write(
+    dbs: &[Input],
+    opts: PftraceOptions,
+    window: MaybeWindow,
+    files: Vec<File>,
+    dest: &Path,
+) -> Result<Vec<(File, Counts)>> {
+    let mut outs = files
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| Out::new(f, 2 + 2 * i as u32, dest))
+        .collect::<Result<Vec<_>>>()?;
+    for (i, src) in reader::all_sources_in(dbs, window)?.iter().enumerate() {
+        let dims = src.dims(opts.agent_index)?;
+        let cx = Ctx::new(src, i, dims, opts, window);
+        let mut saved = Vec::new();
+        for out in &mut outs {
+            out.declared.next_process();
+            saved.push((out.seq.checkpoint()?, out.declared.clone(), out.counts));
+        }
+        if in_id_order(&mut outs, &cx)? == Pass::Done {
+            continue;
+        }
+        tracing::info!(
+            "{}: rows not in start order; reading them sorted",
+            src.input.path.display()
+        );
+        let n = outs.len();
+        for (s, (out, (cp, declared, counts))) in outs.iter_mut().zip(saved).enumerate() {
+            out.seq.rollback(cp)?;
+            out.declared = declared;
+            out.counts = counts;
+            if kernels(out, &cx, (s, n), Order::Start)? == Pass::OutOfOrder {
+                return Err(Error::usage(format!(
+                    "{}: the database's rows cannot be ordered by time; it may be corrupt",
+                    src.input.path.display()
+                )));
+            }
+        }
+    }
+    outs.into_iter().map(Out::finish).collect()
 }
 
-/// Writes every kernel dispatch of the source (in the window). With `sorted`, rows are read in
-/// start order per track (an SQL sort); otherwise in id order, which is start order in
-/// databases rocprofv3 writes, and [`Pass::OutOfOrder`] is returned if it is not.
-pub fn kernels(out: &mut Out, cx: &Ctx<'_, '_>, sorted: bool) -> Result<Pass> {
-    let src = cx.src;
-    let Some(kd) = src.table("rocpd_kernel_dispatch") else {
-        return Ok(Pass::Done);
-    };
-    let pmc = match src.table("rocpd_pmc_event") {
-        Some(pe) if !cx.dims.pmcs.is_empty() => Some(pe),
-        _ => None,
-    };
-    let (pmc_cols, pmc_join, pmc_order) = match &pmc {
-        Some(pe) => (
-            ", C.pmc_id, C.v",
-            format!(
-                "LEFT JOIN (SELECT event_id, pmc_id, SUM(value) AS v FROM {pe} GROUP BY event_id, pmc_id) C \
-                 ON C.event_id = K.event_id"
-            ),
-            ", C.pmc_id",
-        ),
-        None => ("", String::new(), ""),
-    };
-    let (i, n) = cx.shard;
+/// The kernel sequence (of `n`) that holds the track of dispatch `k`.
+pub fn shard(cx: &Ctx<'_, '_>, k: &DispatchRow, n: usize) -> usize {
     let key = if cx.opts.group_by_queue {
-        "(K.agent_id * 65599 + K.queue_id)"
+        k.agent_id.wrapping_mul(65599).wrapping_add(k.queue_id)
     } else {
-        "K.stream_id"
+        k.stream_id
     };
-    let shard = format!("((({key} % {n}) + {n}) % {n}) = {i}");
-    let order = if sorted {
-        "K.start, K.\"end\" DESC, K.id"
-    } else {
-        "K.id"
+    key.rem_euclid(n as i64) as usize
+}
+
+/// Writes the dispatches of `cx`'s source in id order into `outs`; [`Pass::OutOfOrder`] when a
+/// track's dispatches do not come in start order. Dispatches with PMC values (counter
+/// collection: few dispatches) are read on this thread, joined with their values.
+fn in_id_order(outs: &mut [Out], cx: &Ctx<'_, '_>) -> Result<Pass> {
+    let n = outs.len();
+    let mut nests: Vec<IdMap<u64, Nest>> = (0..n).map(|_| IdMap::default()).collect();
+    let mut route = |k: &DispatchRow, values: &[(i64, f64)]| -> Result<Pass> {
+        let s = shard(cx, k, n);
+        emit(&mut outs[s], cx, &mut nests[s], k, values)
     };
-    let sql = format!(
-        "SELECT K.id, K.tid, K.agent_id, K.kernel_id, K.queue_id, K.stream_id, K.start, K.\"end\", \
-         K.private_segment_size, K.group_segment_size, K.workgroup_size_x, K.workgroup_size_y, K.workgroup_size_z, \
-         K.grid_size_x, K.grid_size_y, K.grid_size_z, K.region_name_id, K.event_id, NULL{pmc_cols} \
-         FROM {kd} K {pmc_join} WHERE {} AND {shard} ORDER BY {order}{pmc_order}",
-        window::sql(&cx.window, "K.start", "K.\"end\"")
-    );
-    let conn = src.input.connection();
-    let err = cx.err();
-    let mut events = match src.table("rocpd_event") {
-        Some(t) => Some(Statements::prepare(conn, &t, false).map_err(&err)?),
-        None => None,
-    };
-    let mut lookup = events.as_mut().map(Lookup::new);
-    let mut stmt = conn.prepare(&sql).map_err(&err)?;
-    let mut rows = stmt.query([]).map_err(&err)?;
-    let mut nests: IdMap<u64, Nest> = IdMap::default();
-    let mut cur: Option<Kernel> = None;
-    let mut counters: Vec<(i64, f64)> = Vec::new();
-    while let Some(r) = rows.next().map_err(&err)? {
-        let id = col(r, 0).map_err(&err)?;
-        if cur.as_ref().is_some_and(|k| k.id != id) {
-            let k = cur.take().unwrap_or_default();
-            if emit(out, cx, &mut nests, &k, &counters)? == Pass::OutOfOrder {
-                return Ok(Pass::OutOfOrder);
-            }
-            counters.clear();
-        }
-        if cur.is_none() {
-            cur = Some(Kernel {
-                id,
-                tid: col(r, 1).map_err(&err)?,
-                agent: col(r, 2).map_err(&err)?,
-                kernel_id: col(r, 3).map_err(&err)?,
-                queue: col(r, 4).map_err(&err)?,
-                stream: col(r, 5).map_err(&err)?,
-                start: col(r, 6).map_err(&err)?,
-                end: col(r, 7).map_err(&err)?,
-                scratch: col(r, 8).map_err(&err)?,
-                lds: col(r, 9).map_err(&err)?,
-                wg: [
-                    col(r, 10).map_err(&err)?,
-                    col(r, 11).map_err(&err)?,
-                    col(r, 12).map_err(&err)?,
-                ],
-                grid: [
-                    col(r, 13).map_err(&err)?,
-                    col(r, 14).map_err(&err)?,
-                    col(r, 15).map_err(&err)?,
-                ],
-                region_name_id: opt_col(r, 16).map_err(&err)?,
-                stack: 0,
-                external: 0,
-            });
-            if let (Some(l), Some(e)) = (lookup.as_mut(), opt_col(r, 17).map_err(&err)?) {
-                if let (Some(k), Some(ev)) = (cur.as_mut(), l.find(e).map_err(&err)?) {
-                    k.stack = ev.stack_id.unwrap_or(0);
-                    k.external = ev.correlation_id;
-                }
-            }
-        }
-        if pmc.is_some() {
-            if let Some(p) = opt_col(r, 19).map_err(&err)? {
-                let v: f64 = r.get::<_, Option<f64>>(20).map_err(&err)?.unwrap_or(0.0);
-                counters.push((p, v));
-            }
-        }
-    }
-    if let Some(k) = cur.take() {
-        if emit(out, cx, &mut nests, &k, &counters)? == Pass::OutOfOrder {
+    if !cx.dims.pmcs.is_empty() && cx.src.has_rows("rocpd_pmc_event")? {
+        let flow = cx.src.dispatch_scan(Order::Id, true, |k, values| {
+            Ok(match route(k, values)? {
+                Pass::Done => ControlFlow::Continue(()),
+                Pass::OutOfOrder => ControlFlow::Break(()),
+            })
+        })?;
+        if flow.is_break() {
             return Ok(Pass::OutOfOrder);
         }
+    } else {
+        let span = cx.src.id_span(&["rocpd_kernel_dispatch"])?;
+        let mut disorder = false;
+        let read = |range: &Source<'_>| {
+            let mut rows = Vec::new();
+            range.dispatches(|k| {
+                rows.push(k.clone());
+                Ok(())
+            })?;
+            Ok(rows)
+        };
+        let run = par::ordered_chunks(cx.src, span, par::threads(), read, |rows| {
+            for k in &rows {
+                if route(k, &[])? == Pass::OutOfOrder {
+                    // Ends the run; told apart from a real error by `disorder`.
+                    disorder = true;
+                    return Err(Error::usage("dispatches out of start order"));
+                }
+            }
+            Ok(())
+        });
+        if disorder {
+            return Ok(Pass::OutOfOrder);
+        }
+        run?;
     }
-    let mut tracks: Vec<(u64, Nest)> = nests.into_iter().collect();
-    tracks.sort_by_key(|t| t.0);
-    for (track, mut nest) in tracks {
-        out.edges.clear();
-        nest.close_all(&mut out.edges);
-        out.flush_edges(track, 0, None, &[], &[])?;
-        out.counts.adjusted += nest.adjusted;
+    for (out, nests) in outs.iter_mut().zip(nests) {
+        out.close(nests)?;
     }
+    Ok(Pass::Done)
+}
+
+/// Writes the kernel dispatches of `cx`'s source in `order` whose track belongs to `shard`
+/// (`(index, count)`, see [`shard`]); [`Pass::OutOfOrder`] when a track's dispatches do not come
+/// in start order.
+fn kernels(out: &mut Out, cx: &Ctx<'_, '_>, (i, n): (usize, usize), order: Order) -> Result<Pass> {
+    let counters = !cx.dims.pmcs.is_empty();
+    let mut nests: IdMap<u64, Nest> = IdMap::default();
+    let flow = cx.src.dispatch_scan(order, counters, |k, values| {
+        if shard(cx, k, n) != i {
+            return Ok(ControlFlow::Continue(()));
+        }
+        Ok(match emit(out, cx, &mut nests, k, values)? {
+            Pass::Done => ControlFlow::Continue(()),
+            Pass::OutOfOrder => ControlFlow::Break(()),
+        })
+    })?;
+    if flow.is_break() {
+        return Ok(Pass::OutOfOrder);
+    }
+    out.close(nests)?;
     Ok(Pass::Done)
 }
 
@@ -152,13 +152,13 @@ fn emit(
     out: &mut Out,
     cx: &Ctx<'_, '_>,
     nests: &mut IdMap<u64, Nest>,
-    k: &Kernel,
+    k: &DispatchRow,
     counters: &[(i64, f64)],
 ) -> Result<Pass> {
     let key = if cx.opts.group_by_queue {
-        TrackKey::Queue(k.agent, k.queue)
+        TrackKey::Queue(k.agent_id, k.queue_id)
     } else {
-        TrackKey::Stream(k.stream)
+        TrackKey::Stream(k.stream_id)
     };
     let track = out.track(cx, key)?;
     let nest = nests.entry(track).or_default();
@@ -167,74 +167,17 @@ fn emit(
         return Ok(Pass::OutOfOrder);
     }
     let dims = &cx.dims;
-    let renamed = if cx.opts.kernel_rename {
-        Some(dims.string(k.region_name_id)).filter(|s| !s.is_empty())
+    let name_iid = if cx.opts.kernel_rename && !dims.string(k.region_name_id).is_empty() {
+        out.seq.name_iid(dims.string(k.region_name_id))
     } else {
-        None
+        out.seq.keyed_name_iid(cx.key(1, k.kernel_id), || {
+            dims.trace_kernel_name(k.kernel_id, None, false)
+        })
     };
-    let name_iid = match renamed {
-        Some(n) => out.seq.name_iid(n),
-        None => out.seq.keyed_name_iid(cx.key(1, k.kernel_id), || {
-            dims.symbols
-                .get(&k.kernel_id)
-                .map(|s| {
-                    if s.display_name.is_empty() {
-                        s.kernel_name.as_str()
-                    } else {
-                        s.display_name.as_str()
-                    }
-                })
-                .unwrap_or("<unknown kernel>")
-        }),
-    };
-    let sym = dims.symbols.get(&k.kernel_id);
-    let agent = dims.agent_label(Some(k.agent));
-    // Arguments as rocprofv3 writes them; zero sizes and the stream (or queue) the track's name
-    // already shows are left out to keep the per-dispatch packet small.
-    let mut args = [Arg::Int("", 0); 16];
-    let lds = crate::domain::lds_block_size(k.lds.max(sym.map_or(0, |s| s.group_segment_size)));
-    let optional = [
-        (true, Arg::Int("dispatch_id", k.id)),
-        (true, Arg::Int("corr_id", k.stack)),
-        (true, Arg::Int("kernel_id", k.kernel_id)),
-        (true, Arg::Interned("agent", agent)),
-        (!cx.opts.group_by_queue, Arg::Int("queue", k.queue)),
-        (cx.opts.group_by_queue, Arg::Int("stream", k.stream)),
-        (true, Arg::Int("tid", k.tid)),
-        (
-            true,
-            Arg::Int("grid_size", k.grid[0] * k.grid[1].max(1) * k.grid[2].max(1)),
-        ),
-        (
-            true,
-            Arg::Int("workgroup_size", k.wg[0] * k.wg[1].max(1) * k.wg[2].max(1)),
-        ),
-        (lds != 0, Arg::Int("LDS_Block_Size", lds)),
-        (k.scratch != 0, Arg::Int("Scratch_Size", k.scratch)),
-        (
-            true,
-            Arg::Int("VGPR_Count", sym.map_or(0, |s| s.arch_vgpr_count)),
-        ),
-        (
-            sym.is_some_and(|s| s.accum_vgpr_count != 0),
-            Arg::Int("Accum_VGPR_Count", sym.map_or(0, |s| s.accum_vgpr_count)),
-        ),
-        (
-            true,
-            Arg::Int("SGPR_Count", sym.map_or(0, |s| s.sgpr_count)),
-        ),
-        (k.external != 0, Arg::Int("external_id", k.external)),
-    ];
-    let mut n = 0;
-    for (keep, a) in optional {
-        if keep {
-            args[n] = a;
-            n += 1;
-        }
-    }
-    let flow = [cx.ids.flow(k.stack)];
-    let flows: &[u64] = if k.stack != 0 { &flow } else { &[] };
-    if k.stack != 0 {
+    let (args, n) = kernel_args(cx, k);
+    let flow = [cx.ids.flow(k.corr.internal)];
+    let flows: &[u64] = if k.corr.internal != 0 { &flow } else { &[] };
+    if k.corr.internal != 0 {
         out.counts.flows += 1;
     }
     let mut pmc_args: Vec<Arg<'_>> = Vec::new();
@@ -256,10 +199,73 @@ fn emit(
     out.flush_edges(track, name_iid, Some("kernel_dispatch"), all_args, flows)?;
     out.counts.kernels += 1;
     for (p, v) in counters {
-        let t = out.track(cx, TrackKey::Pmc(k.agent, *p))?;
+        let t = out.track(cx, TrackKey::Pmc(k.agent_id, *p))?;
         out.seq
             .event(k.start, t, Kind::Counter, 0, None, &[], &[], Some(*v))?;
         out.counts.counter_points += 1;
     }
     Ok(Pass::Done)
+}
+
+/// The arguments of a kernel's slice as rocprofv3 writes them (the first `n` of the array); zero
+/// sizes and the stream (or queue) the track's name already shows are left out to keep the
+/// per-dispatch packet small.
+fn kernel_args<'d>(cx: &'d Ctx<'_, '_>, k: &DispatchRow) -> ([Arg<'d>; 16], usize) {
+    let dims = &cx.dims;
+    let sym = dims.symbols.get(&k.kernel_id);
+    let agent = dims.agent_label(Some(k.agent_id));
+    let mut args = [Arg::Int("", 0); 16];
+    let lds = crate::domain::lds_block_size(
+        k.group_segment_size
+            .max(sym.map_or(0, |s| s.group_segment_size)),
+    );
+    let optional = [
+        (true, Arg::Int("dispatch_id", k.id)),
+        (true, Arg::Int("corr_id", k.corr.internal)),
+        (true, Arg::Int("kernel_id", k.kernel_id)),
+        (true, Arg::Interned("agent", agent)),
+        (!cx.opts.group_by_queue, Arg::Int("queue", k.queue_id)),
+        (cx.opts.group_by_queue, Arg::Int("stream", k.stream_id)),
+        (true, Arg::Int("tid", k.tid)),
+        (
+            true,
+            Arg::Int("grid_size", k.grid[0] * k.grid[1].max(1) * k.grid[2].max(1)),
+        ),
+        (
+            true,
+            Arg::Int(
+                "workgroup_size",
+                k.workgroup[0] * k.workgroup[1].max(1) * k.workgroup[2].max(1),
+            ),
+        ),
+        (lds != 0, Arg::Int("LDS_Block_Size", lds)),
+        (
+            k.private_segment_size != 0,
+            Arg::Int("Scratch_Size", k.private_segment_size),
+        ),
+        (
+            true,
+            Arg::Int("VGPR_Count", sym.map_or(0, |s| s.arch_vgpr_count)),
+        ),
+        (
+            sym.is_some_and(|s| s.accum_vgpr_count != 0),
+            Arg::Int("Accum_VGPR_Count", sym.map_or(0, |s| s.accum_vgpr_count)),
+        ),
+        (
+            true,
+            Arg::Int("SGPR_Count", sym.map_or(0, |s| s.sgpr_count)),
+        ),
+        (
+            k.corr.external != 0,
+            Arg::Int("external_id", k.corr.external),
+        ),
+    ];
+    let mut n = 0;
+    for (keep, a) in optional {
+        if keep {
+            args[n] = a;
+            n += 1;
+        }
+    }
+    (args, n)
 }

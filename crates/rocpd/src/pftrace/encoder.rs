@@ -12,10 +12,10 @@ use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 
 use super::proto::{
-    debug_annotation, trace_packet, track_event, DebugAnnotation, DebugAnnotationName,
-    EventCategory, EventName, InternedData, InternedString, TracePacket, TrackDescriptor,
-    TrackEvent,
+    trace_packet, track_event, DebugAnnotationName, EventCategory, EventName, InternedData,
+    InternedString, TracePacket, TrackDescriptor,
 };
+use super::wire;
 use crate::reader::{IdHasher, IdMap};
 use crate::{Error, Result};
 
@@ -89,7 +89,9 @@ pub struct Sequence {
     file: File,
     seq_id: u32,
     buf: Vec<u8>,
-    pkt: TracePacket,
+    /// Scratch buffers of [`Sequence::event`]: the track event, then its packet.
+    event_buf: Vec<u8>,
+    packet_buf: Vec<u8>,
     interned: InternedData,
     has_interned: bool,
     intern: Interning,
@@ -108,7 +110,8 @@ impl Sequence {
             file,
             seq_id,
             buf: Vec::with_capacity(FLUSH_AT + 4096),
-            pkt: TracePacket::default(),
+            event_buf: Vec::new(),
+            packet_buf: Vec::new(),
             interned: InternedData::default(),
             has_interned: false,
             intern: Interning {
@@ -286,6 +289,10 @@ impl Sequence {
 
     /// Writes one track event. `name_iid` comes from [`Sequence::name_iid`] (0: no name, for slice
     /// ends and counters); `flows` are flow ids linking this event to others.
+    ///
+    /// The packet is encoded by hand ([`wire`]) into reused buffers, its fields in tag order as
+    /// prost writes them: the bytes prost would write for the same `TracePacket` (a test
+    /// compares them).
     #[allow(clippy::too_many_arguments)]
     pub fn event(
         &mut self,
@@ -298,74 +305,61 @@ impl Sequence {
         flows: &[u64],
         counter: Option<f64>,
     ) -> Result<()> {
-        let mut pkt = std::mem::take(&mut self.pkt);
-        let mut ev = match pkt.data.take() {
-            Some(trace_packet::Data::TrackEvent(e)) => e,
-            _ => TrackEvent::default(),
-        };
-        ev.category_iids.clear();
-        ev.flow_ids.clear();
-        ev.debug_annotations.clear();
+        let mut ev = std::mem::take(&mut self.event_buf);
+        ev.clear();
         if let Some(c) = category {
             let iid = self.category_iid(c);
-            ev.category_iids.push(iid);
+            wire::uint(&mut ev, 3, iid);
         }
-        ev.r#type = Some(kind.proto());
-        ev.track_uuid = Some(track);
-        ev.name_field = (name_iid != 0).then_some(track_event::NameField::NameIid(name_iid));
-        ev.counter_value_field = counter.map(|v| {
-            if v.fract() == 0.0 && v.abs() < 9.0e15 {
-                track_event::CounterValueField::CounterValue(v as i64)
-            } else {
-                track_event::CounterValueField::DoubleCounterValue(v)
-            }
-        });
-        ev.flow_ids.extend_from_slice(flows);
         for a in args {
             let (name, value) = match *a {
-                Arg::Int(n, v) => (
-                    self.static_arg_name_iid(n),
-                    debug_annotation::Value::IntValue(v),
-                ),
-                Arg::Double(n, v) => (
-                    self.static_arg_name_iid(n),
-                    debug_annotation::Value::DoubleValue(v),
-                ),
-                Arg::NamedDouble(n, v) => (
-                    self.arg_name_iid(n),
-                    debug_annotation::Value::DoubleValue(v),
-                ),
+                Arg::Int(n, v) => (self.static_arg_name_iid(n), wire::Value::Int(v)),
+                Arg::Double(n, v) => (self.static_arg_name_iid(n), wire::Value::Double(v)),
+                Arg::NamedDouble(n, v) => (self.arg_name_iid(n), wire::Value::Double(v)),
                 Arg::Interned(n, v) => (
                     self.static_arg_name_iid(n),
-                    debug_annotation::Value::StringValueIid(self.string_iid(v)),
+                    wire::Value::StrIid(self.string_iid(v)),
                 ),
-                Arg::Str(n, v) => (
-                    self.arg_name_iid(n),
-                    debug_annotation::Value::StringValue(v.to_owned()),
-                ),
+                Arg::Str(n, v) => (self.arg_name_iid(n), wire::Value::Str(v)),
             };
-            ev.debug_annotations.push(DebugAnnotation {
-                name_field: Some(debug_annotation::NameField::NameIid(name)),
-                value: Some(value),
-            });
+            wire::annotation(&mut ev, name, value);
         }
-        pkt.timestamp = Some(ts.max(0) as u64);
-        // Only packets that refer to interned data depend on the sequence's state.
-        pkt.sequence_flags = (name_iid != 0 || category.is_some() || !args.is_empty())
-            .then_some(SEQ_NEEDS_INCREMENTAL_STATE);
-        pkt.optional_trusted_packet_sequence_id = Some(
-            trace_packet::OptionalTrustedPacketSequenceId::TrustedPacketSequenceId(self.seq_id),
-        );
-        pkt.interned_data = if self.has_interned {
+        wire::uint(&mut ev, 9, kind.proto() as u64);
+        if name_iid != 0 {
+            wire::uint(&mut ev, 10, name_iid);
+        }
+        wire::uint(&mut ev, 11, track);
+        match counter {
+            Some(v) if v.fract() == 0.0 && v.abs() < 9.0e15 => {
+                wire::uint(&mut ev, 30, v as i64 as u64)
+            }
+            Some(v) => wire::fixed64(&mut ev, 44, v.to_bits()),
+            None => {}
+        }
+        for &f in flows {
+            wire::fixed64(&mut ev, 47, f);
+        }
+        let mut pkt = std::mem::take(&mut self.packet_buf);
+        pkt.clear();
+        wire::uint(&mut pkt, 8, ts.max(0) as u64);
+        wire::uint(&mut pkt, 10, u64::from(self.seq_id));
+        wire::bytes(&mut pkt, 11, &ev);
+        if self.has_interned {
             self.has_interned = false;
-            Some(std::mem::take(&mut self.interned))
-        } else {
-            None
-        };
-        pkt.data = Some(trace_packet::Data::TrackEvent(ev));
-        let r = self.put(&pkt);
-        pkt.interned_data = None;
-        self.pkt = pkt;
-        r
+            prost::encoding::message::encode(12, &self.interned, &mut pkt);
+            self.interned = InternedData::default();
+        }
+        // Only packets that refer to interned data depend on the sequence's state.
+        if name_iid != 0 || category.is_some() || !args.is_empty() {
+            wire::uint(&mut pkt, 13, u64::from(SEQ_NEEDS_INCREMENTAL_STATE));
+        }
+        wire::bytes(&mut self.buf, 1, &pkt);
+        self.event_buf = ev;
+        self.packet_buf = pkt;
+        self.packets += 1;
+        if self.buf.len() >= FLUSH_AT {
+            self.flush()?;
+        }
+        Ok(())
     }
 }

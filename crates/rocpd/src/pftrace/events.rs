@@ -65,7 +65,7 @@ fn decode(r: &rusqlite::Row<'_>, message: bool) -> rusqlite::Result<Event> {
         parent_stack_id: col(r, 3)?,
         correlation_id: col(r, 4)?,
         message: if message {
-            super::host::message(r.get_ref(5)?)
+            crate::reader::roctx_message(r.get_ref(5)?)
         } else {
             None
         },

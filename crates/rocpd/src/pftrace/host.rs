@@ -2,6 +2,8 @@
 //! instant samples and markers, memory copies (slices plus a bytes counter) and memory and
 //! scratch allocations (counter tracks).
 
+use std::ops::ControlFlow;
+
 use rusqlite::types::ValueRef;
 
 use super::encoder::{Arg, Kind};
@@ -10,7 +12,7 @@ use super::nest::Nest;
 use super::tracks::TrackKey;
 use super::{col, opt_col, Ctx, Out, Pass};
 use crate::domain::Domain;
-use crate::reader::IdMap;
+use crate::reader::{CopyRow, IdMap, Order};
 use crate::window;
 use crate::Result;
 
@@ -23,21 +25,6 @@ fn category(kind: &str) -> &'static str {
         None if kind.starts_with("MEMORY_ALLOC") => "memory_allocation",
         None if kind.starts_with("SCRATCH") => "scratch_memory",
         None => "none",
-    }
-}
-
-/// The ROCTx message in an event's extdata, if any.
-pub fn message(v: ValueRef<'_>) -> Option<String> {
-    let ValueRef::Text(raw) = v else {
-        return None;
-    };
-    if raw.len() <= 2 || !raw.windows(9).any(|w| w == b"\"message\"") {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(raw).ok()?;
-    match v.get("message")? {
-        serde_json::Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
     }
 }
 
@@ -263,96 +250,74 @@ pub fn samples(out: &mut Out, cx: &Ctx<'_, '_>, _sorted: bool) -> Result<Pass> {
 /// Memory copies: slices on copy tracks, linked to the API call that issued them, and a
 /// bytes-in-flight counter per destination agent.
 pub fn copies(out: &mut Out, cx: &Ctx<'_, '_>, sorted: bool) -> Result<Pass> {
-    let Some(mt) = cx.src.table("rocpd_memory_copy") else {
-        return Ok(Pass::Done);
-    };
-    let order = if sorted {
-        "M.start, M.\"end\" DESC, M.id"
-    } else {
-        "M.id"
-    };
-    let sql = format!(
-        "SELECT M.id, M.tid, M.start, M.\"end\", M.name_id, M.dst_agent_id, M.src_agent_id, M.size, M.stream_id, \
-         M.event_id FROM {mt} M WHERE {} ORDER BY {order}",
-        window::sql(&cx.window, "M.start", "M.\"end\"")
-    );
-    let conn = cx.src.input.connection();
-    let err = cx.err();
-    let mut events = match cx.src.table("rocpd_event") {
-        Some(t) => Some(Statements::prepare(conn, &t, false).map_err(&err)?),
-        None => None,
-    };
-    let mut lookup = events.as_mut().map(Lookup::new);
-    let mut stmt = conn.prepare(&sql).map_err(&err)?;
-    let mut rows = stmt.query([]).map_err(&err)?;
+    let order = if sorted { Order::Start } else { Order::Id };
     let mut nests: IdMap<u64, Nest> = IdMap::default();
-    let dims = &cx.dims;
-    while let Some(r) = rows.next().map_err(&err)? {
-        let id = col(r, 0).map_err(&err)?;
-        let tid = col(r, 1).map_err(&err)?;
-        let start = col(r, 2).map_err(&err)?;
-        let end = col(r, 3).map_err(&err)?;
-        let name_id = opt_col(r, 4).map_err(&err)?;
-        let dst = opt_col(r, 5).map_err(&err)?;
-        let src_agent = opt_col(r, 6).map_err(&err)?;
-        let size = col(r, 7).map_err(&err)?;
-        let stream = col(r, 8).map_err(&err)?;
-        let ev = match (lookup.as_mut(), opt_col(r, 9).map_err(&err)?) {
-            (Some(l), Some(e)) => l.find(e).map_err(&err)?,
-            _ => None,
-        };
-        let (stack, external) = ev.map_or((0, 0), |e| (e.stack_id.unwrap_or(0), e.correlation_id));
-        let key = if cx.opts.group_by_queue {
-            TrackKey::CopyThread(dst.unwrap_or(-1), tid)
-        } else {
-            TrackKey::CopyStream(stream)
-        };
-        let track = out.track(cx, key)?;
-        let nest = nests.entry(track).or_default();
-        out.edges.clear();
-        if nest.open(start, end, &mut out.edges).is_err() {
-            return Ok(Pass::OutOfOrder);
-        }
-        let name_iid = out
-            .seq
-            .keyed_name_iid(cx.key(2, name_id.unwrap_or(-1)), || dims.string(name_id));
-        let mut args = vec![
-            Arg::Int("copy_id", id),
-            Arg::Int("size", size),
-            Arg::Interned("src_agent", dims.agent_label(src_agent)),
-            Arg::Interned("dst_agent", dims.agent_label(dst)),
-            Arg::Int("corr_id", stack),
-            Arg::Int("stream", stream),
-            Arg::Int("tid", tid),
-        ];
-        if external != 0 {
-            args.push(Arg::Int("external_id", external));
-        }
-        let flow = [cx.ids.flow(stack)];
-        let flows: &[u64] = if stack != 0 { &flow } else { &[] };
-        if stack != 0 {
-            out.counts.flows += 1;
-        }
-        out.flush_edges(track, name_iid, Some("memory_copy"), &args, flows)?;
-        out.counts.copies += 1;
-        if let Some(a) = dst {
-            let t = out.track(cx, TrackKey::CopyBytes(a))?;
-            out.seq.event(
-                start,
-                t,
-                Kind::Counter,
-                0,
-                None,
-                &[],
-                &[],
-                Some(size as f64),
-            )?;
-            out.seq
-                .event(end, t, Kind::Counter, 0, None, &[], &[], Some(0.0))?;
-            out.counts.counter_points += 2;
-        }
+    let flow = cx.src.copy_scan(order, |m| {
+        Ok(match copy(out, cx, &mut nests, m)? {
+            Pass::Done => ControlFlow::Continue(()),
+            Pass::OutOfOrder => ControlFlow::Break(()),
+        })
+    })?;
+    if flow.is_break() {
+        return Ok(Pass::OutOfOrder);
     }
     out.close(nests)?;
+    Ok(Pass::Done)
+}
+
+/// One memory copy: its slice and its two points on the destination's bytes counter.
+fn copy(
+    out: &mut Out,
+    cx: &Ctx<'_, '_>,
+    nests: &mut IdMap<u64, Nest>,
+    m: &CopyRow,
+) -> Result<Pass> {
+    let dims = &cx.dims;
+    let (stack, external) = (m.corr.internal, m.corr.external);
+    let key = if cx.opts.group_by_queue {
+        TrackKey::CopyThread(m.dst_agent_id.unwrap_or(-1), m.tid)
+    } else {
+        TrackKey::CopyStream(m.stream_id)
+    };
+    let track = out.track(cx, key)?;
+    let nest = nests.entry(track).or_default();
+    out.edges.clear();
+    if nest.open(m.start, m.end, &mut out.edges).is_err() {
+        return Ok(Pass::OutOfOrder);
+    }
+    let name_iid = out
+        .seq
+        .keyed_name_iid(cx.key(2, m.name_id.unwrap_or(-1)), || {
+            dims.string(m.name_id)
+        });
+    let mut args = vec![
+        Arg::Int("copy_id", m.id),
+        Arg::Int("size", m.size),
+        Arg::Interned("src_agent", dims.agent_label(m.src_agent_id)),
+        Arg::Interned("dst_agent", dims.agent_label(m.dst_agent_id)),
+        Arg::Int("corr_id", stack),
+        Arg::Int("stream", m.stream_id),
+        Arg::Int("tid", m.tid),
+    ];
+    if external != 0 {
+        args.push(Arg::Int("external_id", external));
+    }
+    let flow = [cx.ids.flow(stack)];
+    let flows: &[u64] = if stack != 0 { &flow } else { &[] };
+    if stack != 0 {
+        out.counts.flows += 1;
+    }
+    out.flush_edges(track, name_iid, Some("memory_copy"), &args, flows)?;
+    out.counts.copies += 1;
+    if let Some(a) = m.dst_agent_id {
+        let t = out.track(cx, TrackKey::CopyBytes(a))?;
+        let size = Some(m.size as f64);
+        out.seq
+            .event(m.start, t, Kind::Counter, 0, None, &[], &[], size)?;
+        out.seq
+            .event(m.end, t, Kind::Counter, 0, None, &[], &[], Some(0.0))?;
+        out.counts.counter_points += 2;
+    }
     Ok(Pass::Done)
 }
 

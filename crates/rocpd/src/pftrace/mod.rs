@@ -21,6 +21,7 @@ pub mod host;
 pub mod nest;
 pub mod proto;
 pub mod tracks;
+pub mod wire;
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
@@ -88,7 +89,8 @@ impl Counts {
     }
 }
 
-/// Threads writing kernel tracks.
+/// Packet sequences holding the kernel tracks (a track belongs to sequence `key % KERNEL_SHARDS`,
+/// see [`device::shard`]).
 const KERNEL_SHARDS: usize = 2;
 
 /// The output file name for prefix `name`.
@@ -117,13 +119,28 @@ pub struct Ctx<'s, 'a> {
     pub opts: PftraceOptions,
     /// The time window.
     pub window: MaybeWindow,
-    /// Which kernel tracks this pass writes: `(shard, shards)`; a track (stream, or agent and
-    /// queue) belongs to shard `key % shards`.
-    pub shard: (i64, i64),
     index: u64,
 }
 
-impl Ctx<'_, '_> {
+impl<'s, 'a> Ctx<'s, 'a> {
+    /// The context of the `index`-th source (in GUID order).
+    pub fn new(
+        src: &'s Source<'a>,
+        index: usize,
+        dims: Dims,
+        opts: PftraceOptions,
+        window: MaybeWindow,
+    ) -> Self {
+        Ctx {
+            src,
+            ids: ProcessIds::new(index, dims.process.pid),
+            dims,
+            opts,
+            window,
+            index: index as u64,
+        }
+    }
+
     /// Maps SQLite errors to errors naming the input.
     pub fn err(&self) -> impl Fn(rusqlite::Error) -> Error + '_ {
         move |e| reader::read_error(&self.src.input.path, e)
@@ -148,6 +165,25 @@ pub struct Out {
 }
 
 impl Out {
+    /// Packet sequence `seq_id` written to `file`.
+    pub fn new(file: File, seq_id: u32, dest: &Path) -> Result<Out> {
+        Ok(Out {
+            seq: Sequence::new(file, seq_id, dest)?,
+            declared: Declared::new(seq_id),
+            counts: Counts::default(),
+            edges: Vec::new(),
+        })
+    }
+
+    /// Flushes the sequence; its file and what was written.
+    pub fn finish(self) -> Result<(File, Counts)> {
+        let counts = Counts {
+            packets: self.seq.packets,
+            ..self.counts
+        };
+        Ok((self.seq.finish()?, counts))
+    }
+
     /// The uuid of a track, declared on first use.
     pub fn track(&mut self, cx: &Ctx<'_, '_>, key: TrackKey) -> Result<u64> {
         self.declared
@@ -219,28 +255,14 @@ fn run_passes(
     window: MaybeWindow,
     file: File,
     seq_id: u32,
-    shard: (i64, i64),
     dest: &Path,
     passes: &[PassFn],
 ) -> Result<(File, Counts)> {
-    let sources = reader::all_sources(dbs)?;
-    let mut out = Out {
-        seq: Sequence::new(file, seq_id, dest)?,
-        declared: Declared::new(seq_id),
-        counts: Counts::default(),
-        edges: Vec::new(),
-    };
+    let sources = reader::all_sources_in(dbs, window)?;
+    let mut out = Out::new(file, seq_id, dest)?;
     for (i, src) in sources.iter().enumerate() {
         let dims = src.dims(opts.agent_index)?;
-        let cx = Ctx {
-            src,
-            ids: ProcessIds::new(i, dims.process.pid),
-            dims,
-            opts,
-            window,
-            shard,
-            index: i as u64,
-        };
+        let cx = Ctx::new(src, i, dims, opts, window);
         out.declared.next_process();
         for pass in passes {
             let cp = out.seq.checkpoint()?;
@@ -262,9 +284,7 @@ fn run_passes(
             }
         }
     }
-    out.counts.packets = out.seq.packets;
-    let counts = out.counts;
-    Ok((out.seq.finish()?, counts))
+    out.finish()
 }
 
 /// Writes `<name>_results.pftrace` for `dbs` into `out` (committed by the caller).
@@ -292,50 +312,27 @@ pub fn write(
     };
     let head = head.finish()?;
     let paths: Vec<PathBuf> = dbs.iter().map(|d| d.path.clone()).collect();
-    // Kernels cost most (a dozen arguments each), so their tracks are split over KERNEL_SHARDS
-    // threads; host events, copies and allocations take one more. Shard 0 writes straight after
-    // the descriptors; the other parts are appended from scratch files.
+    // Kernels cost most: their thread reads the dispatches on every core ([`device::write`]) and
+    // encodes them into KERNEL_SHARDS sequences; host events, copies and allocations take one
+    // more thread. Shard 0 writes straight after the descriptors; the other parts are appended
+    // from scratch files.
     let mut files = vec![head];
     for _ in 1..KERNEL_SHARDS {
         files.push(out.scratch()?);
     }
     let host_file = out.scratch()?;
     let results = std::thread::scope(|sc| {
-        let dest = &dest;
-        let paths = &paths;
-        let handles: Vec<_> = files
-            .into_iter()
-            .enumerate()
-            .map(|(i, f)| {
-                sc.spawn(move || {
-                    let dbs = reader::open_all(paths)?;
-                    // Rows are read in order: a small page cache suffices and keeps three
-                    // threads' connections well inside the memory budget.
-                    for db in &dbs {
-                        db.connection()
-                            .execute_batch("PRAGMA cache_size = -2048;")
-                            .map_err(|e| reader::read_error(&db.path, e))?;
-                    }
-                    run_passes(
-                        &dbs,
-                        opts,
-                        window,
-                        f,
-                        2 + 2 * i as u32,
-                        (i as i64, KERNEL_SHARDS as i64),
-                        dest,
-                        &[device::kernels],
-                    )
-                })
-            })
-            .collect();
+        let (dest, paths) = (&dest, &paths);
+        let kernels = sc.spawn(move || {
+            let dbs = reader::open_all(paths)?;
+            device::write(&dbs, opts, window, files, dest)
+        });
         let host = run_passes(
             dbs,
             opts,
             window,
             host_file,
             3,
-            (0, 1),
             dest,
             &[
                 host::regions,
@@ -344,19 +341,16 @@ pub fn write(
                 host::allocations,
             ],
         );
-        let mut all: Vec<Result<(File, Counts)>> = handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::usage("a kernel converter thread panicked")))
-            })
-            .collect();
-        all.push(host);
-        all
+        let kernels = kernels
+            .join()
+            .unwrap_or_else(|_| Err(Error::usage("the kernel converter thread panicked")));
+        (kernels, host)
     });
+    let (kernels, host) = results;
+    let mut all = kernels?;
+    all.push(host?);
     let mut parts = Vec::new();
-    for r in results {
-        let (f, c) = r?;
+    for (f, c) in all {
         total.add(&c);
         parts.push(f);
     }

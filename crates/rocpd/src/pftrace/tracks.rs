@@ -2,13 +2,14 @@
 //! kernel tracks per stream (or per agent and queue), copy tracks, and counter tracks.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use super::encoder::Sequence;
 use super::proto::{
     counter_descriptor, track_descriptor, CounterDescriptor, ProcessDescriptor, ThreadDescriptor,
     TrackDescriptor,
 };
-use crate::reader::{AgentIndex, Dims, IdMap};
+use crate::reader::{AgentIndex, Dims, IdHasher, IdMap};
 use crate::Result;
 
 /// 64-bit FNV-1a over words: stable track and flow ids.
@@ -112,7 +113,8 @@ pub fn agent_name(dims: &Dims, id: i64, index: AgentIndex) -> String {
 /// only, so sequences never need to agree on a uuid.
 #[derive(Default, Clone)]
 pub struct Declared {
-    seen: HashMap<TrackKey, u64>,
+    /// Looked up for every event: keyed with the fast id hasher.
+    seen: HashMap<TrackKey, u64, BuildHasherDefault<IdHasher>>,
     seq_bits: u64,
     threads: IdMap<i64, i64>,
     queues: IdMap<i64, IdMap<i64, i64>>,

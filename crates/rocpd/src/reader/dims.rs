@@ -140,6 +140,29 @@ impl Dims {
             .unwrap_or("")
     }
 
+    /// A kernel's name in a trace (Perfetto, OTF2): with `rename`, its ROCTx region's name when
+    /// there is one; else the symbol's display name, its raw name, or `<unknown kernel>`.
+    pub fn trace_kernel_name(
+        &self,
+        kernel_id: i64,
+        region_name_id: Option<i64>,
+        rename: bool,
+    ) -> &str {
+        let region = if rename {
+            self.string(region_name_id)
+        } else {
+            ""
+        };
+        if !region.is_empty() {
+            return region;
+        }
+        match self.symbols.get(&kernel_id) {
+            Some(s) if s.display_name.is_empty() => &s.kernel_name,
+            Some(s) => &s.display_name,
+            None => "<unknown kernel>",
+        }
+    }
+
     /// The rocprofiler handle of an agent id.
     pub fn agent_handle(&self, id: Option<i64>) -> u64 {
         match id {
@@ -153,6 +176,18 @@ impl Source<'_> {
     /// Loads the dimension tables.
     pub fn dims(&self, agent_index: AgentIndex) -> Result<Dims> {
         let mut d = Dims::default();
+        self.load_strings(&mut d)?;
+        self.load_agents(&mut d, agent_index)?;
+        self.load_symbols(&mut d)?;
+        self.load_pmcs(&mut d)?;
+        self.load_code_objects(&mut d)?;
+        self.load_process(&mut d)?;
+        self.load_node(&mut d)?;
+        Ok(d)
+    }
+
+    /// The string table.
+    fn load_strings(&self, d: &mut Dims) -> Result<()> {
         let e = self.err();
         if let Some(t) = self.table("rocpd_string") {
             self.each(&format!("SELECT id, string FROM {t}"), |r| {
@@ -161,6 +196,12 @@ impl Source<'_> {
                 Ok(())
             })?;
         }
+        Ok(())
+    }
+
+    /// The agents, labelled as `agent_index` says.
+    fn load_agents(&self, d: &mut Dims, agent_index: AgentIndex) -> Result<()> {
+        let e = self.err();
         if let Some(t) = self.table("rocpd_info_agent") {
             self.each(
                 &format!("SELECT id, absolute_index, logical_index, type_index, type, name, extdata, model_name, vendor_name, product_name FROM {t} ORDER BY id"),
@@ -194,6 +235,12 @@ impl Source<'_> {
                 },
             )?;
         }
+        Ok(())
+    }
+
+    /// The kernel symbols.
+    fn load_symbols(&self, d: &mut Dims) -> Result<()> {
+        let e = self.err();
         if let Some(t) = self.table("rocpd_info_kernel_symbol") {
             self.each(
                 &format!(
@@ -220,6 +267,12 @@ impl Source<'_> {
                 },
             )?;
         }
+        Ok(())
+    }
+
+    /// The counters, in id order.
+    fn load_pmcs(&self, d: &mut Dims) -> Result<()> {
+        let e = self.err();
         if let Some(t) = self.table("rocpd_info_pmc") {
             self.each(
                 &format!("SELECT id, name, agent_id, description, block, expression, is_constant, is_derived FROM {t} ORDER BY id"),
@@ -238,6 +291,12 @@ impl Source<'_> {
                 },
             )?;
         }
+        Ok(())
+    }
+
+    /// The code objects, in id order.
+    fn load_code_objects(&self, d: &mut Dims) -> Result<()> {
+        let e = self.err();
         if let Some(t) = self.table("rocpd_info_code_object") {
             self.each(&format!("SELECT id, agent_id, uri, load_base, load_size, load_delta FROM {t} ORDER BY id"), |r| {
                 d.code_objects.push((
@@ -251,6 +310,12 @@ impl Source<'_> {
                 Ok(())
             })?;
         }
+        Ok(())
+    }
+
+    /// The process row.
+    fn load_process(&self, d: &mut Dims) -> Result<()> {
+        let e = self.err();
         if let Some(t) = self.table("rocpd_info_process") {
             self.each(
                 &format!("SELECT pid, ppid, init, fini, command, extdata, nid FROM {t} LIMIT 1"),
@@ -268,6 +333,12 @@ impl Source<'_> {
                 },
             )?;
         }
+        Ok(())
+    }
+
+    /// The node row (after the process: its columns go to `d.process.node`).
+    fn load_node(&self, d: &mut Dims) -> Result<()> {
+        let e = self.err();
         if let Some(t) = self.table("rocpd_info_node") {
             self.each(
                 &format!(
@@ -283,7 +354,7 @@ impl Source<'_> {
                 },
             )?;
         }
-        Ok(d)
+        Ok(())
     }
 }
 

@@ -12,8 +12,11 @@
 //! * [`dims`](self::dims): the in-memory dimension tables ([`Dims`]);
 //! * `rows`: the row types the streams hand out ([`DispatchRow`], [`ApiRow`], ...);
 //! * `scan`: the streams themselves, each a scan of one fact table merged with a scan of
-//!   `rocpd_event` (see [`Source::dispatches`]).
+//!   `rocpd_event`, with the time window applied;
+//! * `device`: the one reader of kernel dispatches and memory copies every converter uses
+//!   ([`Source::dispatch_scan`], [`Source::copy_scan`]).
 
+mod device;
 mod dims;
 mod kinds;
 mod rows;
@@ -28,7 +31,9 @@ use rusqlite::{Connection, OpenFlags, Row};
 use super::schema::SCHEMA_VERSION;
 use crate::error::{Error, Result};
 
+pub use device::Order;
 pub use dims::{AgentInfo, Dims, IdHasher, IdMap, NodeValue, PmcInfo, ProcessInfo, SymbolInfo};
+pub(crate) use rows::roctx_message;
 pub use rows::{AllocRow, ApiRow, CopyRow, CounterRow, DispatchRow};
 
 /// How `Agent_Id` cells are labelled (rocprofv3 `--agent-index`).

@@ -220,24 +220,29 @@ pub(super) fn text(r: &Row, i: usize) -> rusqlite::Result<String> {
 
 /// The ROCTx message in an event's extdata JSON, if any (parsed only when the text mentions one).
 pub(super) fn message(r: &Row, i: usize) -> rusqlite::Result<Option<String>> {
-    let raw = match r.get_ref(i)? {
-        ValueRef::Text(t) => t,
-        _ => return Ok(None),
+    Ok(roctx_message(r.get_ref(i)?))
+}
+
+/// The ROCTx message in an event's extdata cell, if any (parsed only when the text mentions one);
+/// every converter reads markers' messages with it.
+pub(crate) fn roctx_message(v: ValueRef<'_>) -> Option<String> {
+    let ValueRef::Text(raw) = v else {
+        return None;
     };
     if raw.len() <= 2 || !raw.windows(9).any(|w| w == b"\"message\"") {
-        return Ok(None);
+        return None;
     }
     #[derive(serde::Deserialize)]
     struct Ext {
         message: Option<serde_json::Value>,
     }
-    Ok(serde_json::from_slice::<Ext>(raw)
+    serde_json::from_slice::<Ext>(raw)
         .ok()
         .and_then(|e| e.message)
         .map(|m| match m {
             serde_json::Value::String(s) => s,
             other => other.to_string(),
-        }))
+        })
 }
 
 /// The kernel-dispatch columns [`dispatch_row`] reads, the event id last (column 19).

@@ -10,11 +10,13 @@
 //! event lies behind the scan (databases written in another order) fall back to a point lookup,
 //! so the result never depends on the order.
 
+use std::ops::ControlFlow;
+
 use rusqlite::{Row, Rows, Statement};
 
 use super::rows::{
-    corr, dispatch_row, int, message, opt, text, AllocRow, ApiRow, CopyRow, CounterRow,
-    DispatchRow, Event, KERNEL_COLS, KERNEL_EVENT_COL,
+    corr, dispatch_row, int, message, opt, text, AllocRow, ApiRow, CounterRow, Event, KERNEL_COLS,
+    KERNEL_EVENT_COL,
 };
 use super::{IdMap, Source};
 use crate::error::{Error, Result};
@@ -213,8 +215,9 @@ fn api_row(
 }
 
 impl Source<'_> {
-    /// Runs `sql` (a fact table in id order, its event id in column `event_col` and its start and
-    /// end in columns `times`) and calls `f` on every row in the time window with its event.
+    /// Runs `sql` (a fact table, its event id in column `event_col` and its start and end in
+    /// columns `times`) and calls `f` on every row in the time window with its event. This is the
+    /// one place where the time window is applied to the row streams.
     pub(super) fn stream(
         &self,
         sql: &str,
@@ -223,6 +226,21 @@ impl Source<'_> {
         times: (usize, usize),
         mut f: impl FnMut(&Row, Option<&Event>) -> Result<()>,
     ) -> Result<()> {
+        self.stream_until(sql, event_col, cols, times, |r, ev| {
+            f(r, ev).map(|()| ControlFlow::Continue(()))
+        })
+        .map(|_| ())
+    }
+
+    /// [`Source::stream`] whose `f` may end the scan early (`Break`, returned).
+    pub(super) fn stream_until(
+        &self,
+        sql: &str,
+        event_col: usize,
+        cols: EventCols,
+        times: (usize, usize),
+        mut f: impl FnMut(&Row, Option<&Event>) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
         let _release = self.release_cache_at_end();
         let e = self.err();
         let mut events = EventStatements::prepare(self, cols)?;
@@ -239,24 +257,11 @@ impl Source<'_> {
                 Some(t) => lookup.find(t).map_err(&e)?,
                 None => None,
             };
-            f(r, ev)?;
+            if f(r, ev)?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
         }
-        Ok(())
-    }
-
-    /// Every kernel dispatch, in id order.
-    pub fn dispatches(&self, mut f: impl FnMut(&DispatchRow) -> Result<()>) -> Result<()> {
-        let Some(k) = self.table("rocpd_kernel_dispatch") else {
-            return Ok(());
-        };
-        let sql = format!(
-            "SELECT {KERNEL_COLS} FROM {k} K{} ORDER BY K.id",
-            self.id_filter("K")
-        );
-        let e = self.err();
-        self.stream(&sql, KERNEL_EVENT_COL, EventCols::Full, (8, 9), |r, ev| {
-            f(&dispatch_row(r, ev).map_err(&e)?)
-        })
+        Ok(ControlFlow::Continue(()))
     }
 
     /// Every API call (regions and samples merged), in id (= internal correlation id) order.
@@ -350,42 +355,6 @@ impl Source<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Every memory copy, in id order.
-    pub fn memory_copies(&self, mut f: impl FnMut(&CopyRow) -> Result<()>) -> Result<()> {
-        let Some(t) = self.table("rocpd_memory_copy") else {
-            return Ok(());
-        };
-        let sql = format!(
-            "SELECT M.id, M.pid, M.tid, M.start, M.end, M.name_id, M.dst_agent_id, M.dst_address, M.src_agent_id, \
-             M.src_address, M.size, M.stream_id, M.event_id FROM {t} M{} ORDER BY M.id",
-            self.id_filter("M")
-        );
-        let e = self.err();
-        self.stream(&sql, 12, EventCols::Full, (3, 4), |r, ev| {
-            let row = (|| -> rusqlite::Result<CopyRow> {
-                let id = int(r, 0)?;
-                Ok(CopyRow {
-                    id,
-                    pid: int(r, 1)?,
-                    tid: int(r, 2)?,
-                    start: int(r, 3)?,
-                    end: int(r, 4)?,
-                    name_id: opt(r, 5)?,
-                    dst_agent_id: opt(r, 6)?,
-                    dst_address: int(r, 7)?,
-                    src_agent_id: opt(r, 8)?,
-                    src_address: int(r, 9)?,
-                    size: int(r, 10)?,
-                    stream_id: int(r, 11)?,
-                    category_id: ev.and_then(|v| v.category_id),
-                    corr: corr(ev, id),
-                })
-            })()
-            .map_err(&e)?;
-            f(&row)
-        })
     }
 
     /// Every memory and scratch allocation, in id order.
