@@ -113,6 +113,13 @@ print("main", r.main())
         .path()
         .join("lib/librocprofiler-sdk-rocattach.so.1")
         .is_file());
+    assert!(
+        prefix
+            .path()
+            .join("lib/rocprof-attach/librocprof_cuda_tool.so")
+            .is_file(),
+        "and the packaged CUDA tool, where the installed command looks for it"
+    );
 }
 
 /// Run `python -c script` from the venv, without the test's own agent override.
@@ -474,5 +481,59 @@ for bad in (lambda: r.query(db, "select * from no_such_view"), lambda: r.convert
         errors[1].contains("missing.db") && errors[1].contains("rocprof-attach convert failed"),
         "{}",
         errors[1]
+    );
+}
+
+/// The package ships the CUDA tool library: the command pip installed and the module's
+/// `attach`/`detach` (the rocattach library) find it with no setting and trace a CUDA process.
+#[test]
+#[ignore = "needs ROCPROF_ATTACH_TEST_VENV (tests/scripts/test.sh runs it after tests/scripts/python-venv.sh)"]
+fn the_package_ships_the_cuda_tool() {
+    let venv = venv();
+    let s = common::cuda::build_standins();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(&s.target)
+        .arg("--with-cupti")
+        .arg(&s.libcupti)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kept open to the end: the target dies of SIGPIPE when its stdout has no reader.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let pid = child.id().to_string();
+    let check = Command::new(venv.join("bin/rocprof-attach"))
+        .args(["--check", "-p", &pid])
+        .env_remove("ROCPROF_ATTACH_CUDA_TOOL")
+        .output()
+        .unwrap();
+    let (out, err) = text(&check);
+    assert!(check.status.success(), "{out}{err}");
+    assert!(
+        out.contains("site-packages/rocprof_attach/librocprof_cuda_tool"),
+        "the packaged tool: {out}"
+    );
+    let script = format!(
+        "import rocprof_attach as r, time\nprint(r.attach({pid}))\ntime.sleep(0.2)\nprint(r.detach({pid}))\n"
+    );
+    let out = Command::new(venv.join("bin/python"))
+        .arg("-c")
+        .arg(&script)
+        .env_remove("ROCPROF_ATTACH_CUDA_TOOL")
+        .env("ROCPROF_KERNEL_TRACE", "1")
+        .env("ROCPROF_OUTPUT_PATH", dir.path())
+        .env("ROCPROF_OUTPUT_FILE_NAME", "k")
+        .output()
+        .unwrap();
+    let (out, err) = text(&out);
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(stdout);
+    assert_eq!(out.trim(), "0\n0", "{out}{err}");
+    assert!(
+        dir.path().join("k_results.db").is_file(),
+        "the module's attach traced the CUDA process: {err}"
     );
 }

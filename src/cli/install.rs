@@ -8,6 +8,7 @@
 //! DIR/lib/rocprofiler-sdk/librocprofv3-attach.so            -> ../librocprofiler-sdk-rocattach.so.1
 //! DIR/bin/rocprof-attach                                    the agent (and the CLI)
 //! DIR/include/rocprofiler-sdk-rocattach/rocattach.h         the C header
+//! DIR/lib/rocprof-attach/librocprof_cuda_tool.so             the CUDA tool, when it is found
 //! ```
 //! The links point at one file, so a process that loads two of the names still has one session
 //! map. The library finds the agent in `../bin` (see [`super::agent`]).
@@ -85,7 +86,33 @@ pub fn install(prefix: &Path, library: Option<&Path>) -> Result<Vec<PathBuf>, St
     let header = inc.join("rocattach.h");
     write_atomic(&header, HEADER.as_bytes(), 0o644)?;
     done.push(header);
+    done.extend(install_cuda_tool(&lib)?);
     Ok(done)
+}
+
+/// The CUDA tool library, where `bin/rocprof-attach` looks for it (`../lib/rocprof-attach/`),
+/// if this rocprof-attach finds one; a note on stderr if not (CUDA processes then need
+/// `ROCPROF_ATTACH_CUDA_TOOL`).
+fn install_cuda_tool(lib: &Path) -> Result<Option<PathBuf>, String> {
+    use crate::attach::cuda::{preflight::tool_candidates, TOOL_FILE};
+    let dest = lib.join("rocprof-attach").join(TOOL_FILE);
+    let Some(tool) = tool_candidates()
+        .into_iter()
+        .find(|p| p.is_file() && !same_file(p, &dest))
+    else {
+        if dest.is_file() {
+            return Ok(Some(dest));
+        }
+        errln!(
+            "rocprof-attach: note: the CUDA tool library ({TOOL_FILE}) was not found beside this \
+             executable, so it is not installed; build it with `cargo build --release -p rocprof-cuda-tool` \
+             and run install-library again, or point ROCPROF_ATTACH_CUDA_TOOL at it"
+        );
+        return Ok(None);
+    };
+    let dir = lib.join("rocprof-attach");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    copy(&tool, &dest, 0o755).map(Some)
 }
 
 /// The library built or installed with this executable.

@@ -213,19 +213,14 @@ fn functions(pid: i32, maps: &[Mapping]) -> Result<Functions> {
     })
 }
 
-/// Our tool library: `ROCPROF_ATTACH_CUDA_TOOL`, else beside this executable (a build tree), else
-/// in `../lib/rocprof-attach/` (an installation). The target must see the same file.
+/// Our tool library: `ROCPROF_ATTACH_CUDA_TOOL`, else [`tool_candidates`]. The target must see
+/// the same file.
 pub fn tool_library(pid: i32) -> Result<PathBuf> {
     let mut tried = Vec::new();
-    let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("ROCPROF_ATTACH_CUDA_TOOL").filter(|p| !p.is_empty()) {
-        candidates.push(PathBuf::from(p));
-    } else if let Ok(exe) = std::env::current_exe() {
-        if let Some(dir) = exe.parent() {
-            candidates.push(dir.join(TOOL_FILE));
-            candidates.push(dir.join("../lib/rocprof-attach").join(TOOL_FILE));
-        }
-    }
+    let candidates = match std::env::var_os("ROCPROF_ATTACH_CUDA_TOOL").filter(|p| !p.is_empty()) {
+        Some(p) => vec![PathBuf::from(p)],
+        None => tool_candidates(),
+    };
     for c in candidates {
         let Ok(path) = c.canonicalize() else {
             tried.push(c.display().to_string());
@@ -252,6 +247,71 @@ pub fn tool_library(pid: i32) -> Result<PathBuf> {
             tried.join(", ")
         ),
     })
+}
+
+/// Where the tool library may be, in order: beside this executable (a build tree) and in its
+/// `../lib/rocprof-attach/` (an installation); beside the library that holds this code (the
+/// rocattach C library: in the Python package, where pip puts the tool as
+/// `librocprof_cuda_tool*.so`); and for a `rocprof-attach` command pip installed in `bin/`, the
+/// package in `../lib/python3*/site-packages/rocprof_attach/`.
+pub fn tool_candidates() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        dirs.push(dir.join("../lib/rocprof-attach"));
+        if let Ok(lib) = std::fs::read_dir(dir.join("../lib")) {
+            let mut pythons: Vec<PathBuf> = lib
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+                .map(|e| e.path().join("site-packages/rocprof_attach"))
+                .collect();
+            pythons.sort();
+            dirs.extend(pythons);
+        }
+        dirs.insert(0, dir);
+    }
+    if let Some(dir) = own_object_dir() {
+        dirs.insert(1.min(dirs.len()), dir);
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let mut found = vec![dir.join(TOOL_FILE)];
+        // setuptools-rust names the library after the Python extension suffix.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            let mut named: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        n.starts_with("librocprof_cuda_tool.")
+                            && n.ends_with(".so")
+                            && n != TOOL_FILE
+                    })
+                })
+                .collect();
+            named.sort();
+            found.extend(named);
+        }
+        for f in found {
+            if !out.contains(&f) {
+                out.push(f);
+            }
+        }
+    }
+    out
+}
+
+/// The directory of the file (executable or shared library) that holds this code, from
+/// `/proc/self/maps`.
+fn own_object_dir() -> Option<PathBuf> {
+    let here = own_object_dir as *const () as u64;
+    let maps = procfs::maps(std::process::id() as i32).ok()?;
+    let m = maps.iter().find(|m| m.start <= here && here < m.end)?;
+    Path::new(m.path.as_deref()?)
+        .parent()
+        .map(Path::to_path_buf)
 }
 
 /// True when `path` names the same file inside the target's root as here.
