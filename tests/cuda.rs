@@ -6,7 +6,7 @@
 //! of the spawn or during the window leaves the target alive, attachable, and with no activity
 //! enabled.
 //!
-//! The fake CUPTI writes its state (`subscribed=… callbacks=… enabled=… dropped=…`) to the file
+//! The fake CUPTI writes its state (`subscribed=… callbacks=… enabled=… dropped=… zeroed=… dirty=…`) to the file
 //! named by `FAKE_CUPTI_STATE` after every change: that is how the tests see what is enabled.
 
 use crate::common;
@@ -96,14 +96,14 @@ impl Target {
         names
     }
 
-    /// The mapped files and the executable mappings (anonymous data mappings come and go as
-    /// malloc arenas grow and shrink).
+    /// The mapped files and the executable mappings (anonymous data mappings and the heap come
+    /// and go as malloc grows and shrinks them).
     fn maps(&self) -> Vec<String> {
         let text = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)).unwrap();
         text.lines()
             .filter(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
-                f.len() > 5 || f.get(1).is_some_and(|p| p.contains('x'))
+                (f.len() > 5 && f[5] != "[heap]") || f.get(1).is_some_and(|p| p.contains('x'))
             })
             .map(str::to_string)
             .collect()
@@ -246,16 +246,25 @@ fn a_second_session_reuses_the_loaded_tool_without_ptrace() {
         "the first session loads the tool: {first}"
     );
     let maps = t.maps();
-    let (code, _, second) = session(
+    // Small buffers, so several are reused within the window: each must come back zeroed, as
+    // the tool promised CUPTI.
+    let (code, _, second) = start(
         &t,
         &[
             "--kernel-trace",
             "-o",
             "a",
             "--attach-duration-msec",
-            "100",
+            "600",
             "-vv",
         ],
+        &[("ROCPROF_ATTACH_BUFFER_BYTES", "65536")],
+    )
+    .finish();
+    let state = t.state();
+    assert!(
+        state.contains(" zeroed=1 ") && state.ends_with(" dirty=0\n"),
+        "buffers handed to CUPTI are zeroed: {state}"
     );
     assert_eq!(code, 0, "{second}");
     assert!(

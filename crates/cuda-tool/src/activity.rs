@@ -5,7 +5,7 @@
 //! (`catch_unwind`), never block on anything but the short row mutex, and never print.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::cupti::Cupti;
@@ -17,6 +17,11 @@ pub static CUPTI: OnceLock<Cupti> = OnceLock::new();
 
 /// Size of the buffers handed out from now on.
 pub static BUFFER_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_BYTES);
+
+/// Whether CUPTI was told our buffers come zeroed (`CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER`):
+/// buffers are then cleared on CUPTI's thread as they come back, not by CUPTI on the application
+/// thread that needs room.
+pub static ZEROED: AtomicBool = AtomicBool::new(false);
 
 /// Buffers kept for reuse.
 const POOL_MAX: usize = 4;
@@ -45,6 +50,12 @@ pub fn add_rows(more: Collected) {
     rows.markers.extend(more.markers);
     rows.dropped += more.dropped;
     rows.other += more.other;
+}
+
+/// Drops the buffers kept for reuse (before promising CUPTI zeroed buffers: a kept one may
+/// predate the promise).
+pub fn clear_pool() {
+    lock(&POOL).clear();
 }
 
 fn get_buffer() -> Box<[u64]> {
@@ -113,10 +124,16 @@ pub unsafe extern "C" fn buffer_completed(
             }
         }
         add_rows(local);
-        let b: Box<[u64]> = Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+        let mut b: Box<[u64]> = Box::from_raw(std::ptr::slice_from_raw_parts_mut(
             buffer as *mut u64,
             size / 8,
         ));
+        if lock(&POOL).len() >= POOL_MAX {
+            return;
+        }
+        if ZEROED.load(Ordering::Relaxed) {
+            b.fill(0);
+        }
         let mut pool = lock(&POOL);
         if pool.len() < POOL_MAX {
             pool.push(b);

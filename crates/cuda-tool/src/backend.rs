@@ -189,6 +189,22 @@ impl CuptiBackend {
             e
         };
         BUFFER_BYTES.store(plan.buffer_bytes, Ordering::Relaxed);
+        // Our buffers come zeroed (fresh ones from the allocator, reused ones cleared as they
+        // return), so CUPTI need not clear 8 MiB on the application thread that needs room.
+        if let Some(set) = c.set_attribute {
+            let (mut size, mut on) = (1usize, 1u8);
+            // SAFETY: a u8 attribute with its size, as the header declares it.
+            let r = unsafe {
+                set(
+                    cupti::CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                    &mut size,
+                    &mut on as *mut u8 as *mut c_void,
+                )
+            };
+            if r == 0 && !activity::ZEROED.swap(true, Ordering::Relaxed) {
+                activity::clear_pool();
+            }
+        }
         let _ = activity::take_rows();
         // SAFETY: the callbacks have the CUPTI signatures.
         let r = unsafe {

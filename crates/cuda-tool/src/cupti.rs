@@ -14,6 +14,9 @@ pub const CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CuptiResult = 39;
 pub const CUPTI_ERROR_MAX_LIMIT_REACHED: CuptiResult = 12;
 /// `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`.
 pub const CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: u32 = 1;
+/// `CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER`: the client hands out zeroed buffers, so
+/// CUPTI need not clear them on the thread that needs room (an application thread).
+pub const CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: c_int = 5;
 /// `CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM`.
 pub const CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM: c_int = 1;
 /// `CUPTI_CB_DOMAIN_DRIVER_API`.
@@ -49,6 +52,8 @@ pub struct Cupti {
     pub get_num_dropped: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult,
     pub get_timestamp: unsafe extern "C" fn(*mut u64) -> CuptiResult,
     pub get_callback_name: unsafe extern "C" fn(c_int, u32, *mut *const c_char) -> CuptiResult,
+    /// `cuptiActivitySetAttribute`, where the library has it.
+    pub set_attribute: Option<unsafe extern "C" fn(c_int, *mut usize, *mut c_void) -> CuptiResult>,
 }
 
 impl Cupti {
@@ -263,6 +268,10 @@ fn resolve(h: *mut c_void, path: PathBuf) -> Result<Cupti, ToolError> {
             get_num_dropped: t::<*mut c_void, _>(ptrs[10]),
             get_timestamp: t::<*mut c_void, _>(ptrs[11]),
             get_callback_name: t::<*mut c_void, _>(ptrs[12]),
+            set_attribute: {
+                let p = sym(h, "cuptiActivitySetAttribute");
+                (!p.is_null()).then(|| t::<*mut c_void, _>(p))
+            },
         })
     }
 }
