@@ -12,6 +12,7 @@ Phases (each a plain `python3 train.py`, started with no profiler opt-in):
 """
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -213,8 +214,9 @@ def phase_cycles(model="mlp", n=100):
 
 def phase_million():
     say("\n## many: a window with about 1 M kernel records")
+    shutil.rmtree("/tmp/pm", ignore_errors=True)  # a database left there would make ours m_1_results.db
     p = start("many", "/tmp/m.log", seconds=120)
-    t0, t1, r = attach(p.pid, 14000, ["--kernel-trace", "-vv"], "/tmp/pm", "m")
+    t0, t1, r = attach(p.pid, 24000, ["--kernel-trace", "-vv"], "/tmp/pm", "m")
     p.kill()
     db = "/tmp/pm/m_results.db"
     if not os.path.exists(db):
@@ -283,8 +285,8 @@ def main():
         t = phase_same("transformer", ["--kernel-trace", "--memory-copy-trace", "--runtime-trace"])
         phase_torch("transformer", t)
     if "overhead" in which:
-        phase_overhead("mlp")
-        phase_overhead("transformer", cycles=4)
+        phase_overhead("mlp", cycles=8)
+        phase_overhead("transformer", cycles=6)
     if "cycles" in which:
         phase_cycles()
     if "million" in which:
