@@ -4,7 +4,7 @@
 A function's length counts from its `fn` line to the line of its closing brace. A function
 with a `// Long because: ...` comment in the lines just above it (among its doc comments and
 attributes) is listed as excused. The same rule is checked by a unit test of the root package
-(src/cli/long_functions.rs), which fails on any unexcused function.
+(src/long_functions.rs), which fails on any unexcused function.
 
 Usage: devtools/long_functions.py [--limit N] [--all] [ROOT]
   --all   also list the excused functions
