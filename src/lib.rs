@@ -24,6 +24,8 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+#[cfg(test)]
+mod long_functions;
 
 pub use rocprof_attach_core as attach;
 pub use rocprof_attach_core::rocpd_exit_code;

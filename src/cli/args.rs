@@ -485,6 +485,38 @@ fn profiler_env(
     Ok((env, output_dir))
 }
 
+/// `--detach`: finish the session left in the processes given with `-p`.
+fn detach_action(cli: &Cli, selection: Option<TargetSelection>) -> Result<Action> {
+    let Some(TargetSelection::Pids(pids)) = selection else {
+        return Err(Error::usage(
+            "--detach finishes the session left active in the processes given with -p: pass -p PID \
+             (e.g. rocprof-attach --detach -p 1234)",
+        ));
+    };
+    let stopped_wait = stopped_wait(cli)?;
+    Ok(Action::Detach { pids, stopped_wait })
+}
+
+/// `--stopped-timeout`: how long to wait for a stopped process to continue.
+fn stopped_wait(cli: &Cli) -> Result<std::time::Duration> {
+    match &cli.stopped_timeout {
+        Some(d) => parse_duration(d, Source::Cli("--stopped-timeout")),
+        None => Ok(crate::attach::session::DEFAULT_STOPPED_WAIT),
+    }
+}
+
+/// The output file name and formats the profiler's environment asks for.
+fn output_names(env: &EnvList) -> Result<(String, Vec<crate::format::OutputFormat>)> {
+    let output_file = env
+        .get("ROCPROF_OUTPUT_FILE_NAME")
+        .filter(|f| !f.is_empty())
+        .unwrap_or(DEFAULT_OUTPUT_FILE)
+        .to_string();
+    let formats = options::formats_of(env.get("ROCPROF_OUTPUT_FORMAT").unwrap_or(""))
+        .map_err(|e| Error::usage(format!("-f/--output-format: {e}")))?;
+    Ok((output_file, formats))
+}
+
 fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     let mut warnings = Vec::new();
     if let Some(b) = cli.backend {
@@ -499,19 +531,8 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         json: cli.json,
     };
     let selection = select_targets(&cli, base_env)?;
-    let stopped_wait = || match &cli.stopped_timeout {
-        Some(d) => parse_duration(d, Source::Cli("--stopped-timeout")),
-        None => Ok(crate::attach::session::DEFAULT_STOPPED_WAIT),
-    };
     if cli.detach {
-        let Some(TargetSelection::Pids(pids)) = selection else {
-            return Err(Error::usage(
-                "--detach finishes the session left active in the processes given with -p: pass -p PID \
-                 (e.g. rocprof-attach --detach -p 1234)",
-            ));
-        };
-        let stopped_wait = stopped_wait()?;
-        return Ok(done(Action::Detach { pids, stopped_wait }, warnings));
+        return Ok(done(detach_action(&cli, selection)?, warnings));
     }
     let tool_library = tool_library(&cli, base_env, cwd)?;
     if cli.list {
@@ -526,7 +547,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         ));
     };
     let duration = Settings::duration(&cli, base_env)?;
-    let stopped_wait = stopped_wait()?;
+    let stopped_wait = stopped_wait(&cli)?;
     let output_wait = parse_output_timeout(cli.output_timeout.as_deref())?;
     let settings = Settings::read(&cli, base_env, duration)?;
 
@@ -544,13 +565,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         ));
     }
     settings.apply(&mut env, &selection, tool_library.as_deref());
-    let output_file = env
-        .get("ROCPROF_OUTPUT_FILE_NAME")
-        .filter(|f| !f.is_empty())
-        .unwrap_or(DEFAULT_OUTPUT_FILE)
-        .to_string();
-    let formats = options::formats_of(env.get("ROCPROF_OUTPUT_FORMAT").unwrap_or(""))
-        .map_err(|e| Error::usage(format!("-f/--output-format: {e}")))?;
+    let (output_file, formats) = output_names(&env)?;
     let request = AttachRequest {
         targets: selection,
         children: settings.children,

@@ -64,12 +64,7 @@ pub fn run_check(
     let mut results = Vec::new();
     let mut skipped = Vec::new();
     for pid in pids {
-        let mut r = preflight::check(pid, tool_library);
-        if let (Ok(_), Some(dir)) = (&r, output_dir) {
-            if let Err(e) = preflight::check_output_dir(pid, dir) {
-                r = Err(e);
-            }
-        }
+        let r = check_one(pid, tool_library, output_dir);
         if !explicit
             && matches!(r, Err(Error::NotAttachable { .. }))
             && procfs::threads_named(pid, LISTENER_COMM).is_ok_and(|t| t.is_empty())
@@ -81,25 +76,7 @@ pub fn run_check(
             skipped.push(pid);
             continue;
         }
-        match &r {
-            Ok(report) => {
-                if !as_json {
-                    outln!("rocprof-attach: {report}");
-                    for note in &report.tool.notes {
-                        outln!("rocprof-attach: {note}");
-                    }
-                }
-                for w in report.warnings.iter().chain(&report.tool.warnings) {
-                    ui.warn(w);
-                }
-            }
-            Err(e) => {
-                ui.error(e.to_string());
-                if e.exit_code() == ExitCode::PermissionDenied {
-                    ui.hint(preflight::permission_hint(pid));
-                }
-            }
-        }
+        show(pid, &r, ui, as_json);
         codes.push(
             r.as_ref()
                 .map_or_else(|e| e.exit_code(), |_| ExitCode::Success),
@@ -129,6 +106,43 @@ pub fn run_check(
         );
     }
     worst
+}
+
+/// The preflight of one process and, when it passes, the check of the output directory.
+fn check_one(
+    pid: i32,
+    tool_library: Option<&str>,
+    output_dir: Option<&Path>,
+) -> Result<preflight::Report, Error> {
+    let r = preflight::check(pid, tool_library)?;
+    if let Some(dir) = output_dir {
+        preflight::check_output_dir(pid, dir)?;
+    }
+    Ok(r)
+}
+
+/// Show what the check of one process found: the report (not with `--json`) and its warnings,
+/// or the error and how to get permission.
+fn show(pid: i32, r: &Result<preflight::Report, Error>, ui: &Ui, as_json: bool) {
+    match r {
+        Ok(report) => {
+            if !as_json {
+                outln!("rocprof-attach: {report}");
+                for note in &report.tool.notes {
+                    outln!("rocprof-attach: {note}");
+                }
+            }
+            for w in report.warnings.iter().chain(&report.tool.warnings) {
+                ui.warn(w);
+            }
+        }
+        Err(e) => {
+            ui.error(e.to_string());
+            if e.exit_code() == ExitCode::PermissionDenied {
+                ui.hint(preflight::permission_hint(pid));
+            }
+        }
+    }
 }
 
 /// The exit code a session on these processes would give (docs/exit-codes.md, "Several

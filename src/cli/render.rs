@@ -90,6 +90,7 @@ impl Ui {
     }
 
     /// Show one session event.
+    // Long because: one flat match, one message per event.
     pub fn event(&self, ev: Event) {
         match ev {
             Event::Unreadable { pids } => self.warn(format!(
@@ -158,22 +159,7 @@ impl Ui {
                 }
                 self.warn(format!("process {pid} exited during the session"));
             }
-            Event::WaitEnded { reason } => {
-                if self.status_line {
-                    errout!("\r\x1b[2K");
-                    self.line_open.store(false, Ordering::Relaxed);
-                }
-                match reason {
-                    EndReason::Signal(s) => {
-                        self.info(format!("{} received: detaching", signals::name(s)))
-                    }
-                    EndReason::Interrupted => {
-                        self.info("interrupted while attaching: detaching what was attached")
-                    }
-                    EndReason::TargetsExited => self.info("every attached process exited"),
-                    EndReason::Duration | EndReason::Enter => {}
-                }
-            }
+            Event::WaitEnded { reason } => self.wait_ended(reason),
             Event::Detaching { sync_output } => {
                 self.sync_output.store(sync_output, Ordering::Relaxed);
                 if sync_output {
@@ -183,27 +169,7 @@ impl Ui {
                 }
             }
             Event::SignalWhileDetaching { signal, stopped } => {
-                let name = signals::name(signal);
-                if !stopped.is_empty() {
-                    self.warn(format!(
-                        "{name} received: giving up on detaching stopped process{} {} (the profiler stays active in \
-                         {}); other detach calls still finish",
-                        plural_es(stopped.len()),
-                        join(&stopped),
-                        if stopped.len() == 1 { "it" } else { "them" }
-                    ));
-                } else if self.sync_output.load(Ordering::Relaxed) {
-                    self.info(format!(
-                        "{name} received: waiting for the detach calls to return (with synchronous output the tool \
-                         writes its files during them); rocprof-attach exits as soon as they do. Press Ctrl-C \
-                         again to stop waiting (the calls still finish in the target)"
-                    ));
-                } else {
-                    self.info(format!(
-                        "{name} received: waiting for the detach calls to return; rocprof-attach exits as soon as they \
-                         do. Press Ctrl-C again to stop waiting (the calls still finish in the target)"
-                    ));
-                }
+                self.signal_while_detaching(signal, &stopped)
             }
             Event::Stopped { pid, state, wait } => self.warn(format!(
                 "process {pid} is stopped (state {state}), so it cannot run the detach call: continue it with \
@@ -218,6 +184,47 @@ impl Ui {
             Event::Detached { pid, detach_ms } => {
                 self.info(format!("detached from PID {pid} in {detach_ms:.1} ms"))
             }
+        }
+    }
+
+    /// The wait ended: clear the status line and say why.
+    fn wait_ended(&self, reason: EndReason) {
+        if self.status_line {
+            errout!("\r\x1b[2K");
+            self.line_open.store(false, Ordering::Relaxed);
+        }
+        match reason {
+            EndReason::Signal(s) => self.info(format!("{} received: detaching", signals::name(s))),
+            EndReason::Interrupted => {
+                self.info("interrupted while attaching: detaching what was attached")
+            }
+            EndReason::TargetsExited => self.info("every attached process exited"),
+            EndReason::Duration | EndReason::Enter => {}
+        }
+    }
+
+    /// A signal came while detaching: say what is given up on and what is still waited for.
+    fn signal_while_detaching(&self, signal: i32, stopped: &[i32]) {
+        let name = signals::name(signal);
+        if !stopped.is_empty() {
+            self.warn(format!(
+                "{name} received: giving up on detaching stopped process{} {} (the profiler stays active in \
+                 {}); other detach calls still finish",
+                plural_es(stopped.len()),
+                join(stopped),
+                if stopped.len() == 1 { "it" } else { "them" }
+            ));
+        } else if self.sync_output.load(Ordering::Relaxed) {
+            self.info(format!(
+                "{name} received: waiting for the detach calls to return (with synchronous output the tool \
+                 writes its files during them); rocprof-attach exits as soon as they do. Press Ctrl-C \
+                 again to stop waiting (the calls still finish in the target)"
+            ));
+        } else {
+            self.info(format!(
+                "{name} received: waiting for the detach calls to return; rocprof-attach exits as soon as they \
+                 do. Press Ctrl-C again to stop waiting (the calls still finish in the target)"
+            ));
         }
     }
 

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use crate::exit::ExitCode;
 use crate::format::OutputFormat;
+use crate::rocpd::reader::Source;
+use crate::rocpd::window::MaybeWindow;
 use crate::rocpd::{convert_with, summary};
 use crate::rocpd::{report, Error};
 
@@ -84,138 +86,7 @@ fn summary_json(s: &summary::Summary) -> serde_json::Value {
 
 /// Runs `summary`.
 pub fn run_summary(c: SummaryArgs) -> ExitCode {
-    let run = || -> crate::rocpd::Result<()> {
-        let opts = c.common.options(true);
-        let dbs = crate::rocpd::reader::open_all(&c.common.inputs)?;
-        let sources = crate::rocpd::reader::all_sources(&dbs)?;
-        let window = opts.time_window.resolve(&sources)?;
-        let top = c.top.max(1);
-        let formats: Vec<report::Format> = c.formats.iter().map(|f| f.report()).collect();
-        let files_wanted = formats.iter().any(|f| *f != report::Format::Console);
-        // One pass over the rows: statistics per process and overall, and the HTML timeline.
-        let pass = report::pass::run(
-            &sources,
-            &opts,
-            &window,
-            formats.contains(&report::Format::Html),
-        )?;
-        let overall = pass.overall;
-        if let (Some(w), true) = (&window, overall.domains.is_empty()) {
-            return Err(crate::rocpd::window::empty(w));
-        }
-        let mut sections = vec![report::summary::Section {
-            title: "All processes".to_owned(),
-            summary: overall,
-        }];
-        if c.summary_by_rank {
-            for (i, (src, s)) in sources.iter().zip(pass.per_source).enumerate() {
-                let pid = src.dims(opts.agent_index)?.process.pid;
-                let rank = report::summary::rank_of(src).unwrap_or(i as i64);
-                sections.push(report::summary::Section {
-                    title: format!("Rank {rank} (pid {pid})"),
-                    summary: s,
-                });
-            }
-        }
-        let timeline = pass.timeline.unwrap_or(report::pass::Timeline {
-            start: 0,
-            end: 0,
-            lanes: Vec::new(),
-        });
-        let stats_csv =
-            formats.contains(&report::Format::Csv) || (!files_wanted && c.out_dir.is_some());
-        if files_wanted || c.out_dir.is_some() {
-            let dir = c
-                .out_dir
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("./rocpd-output-data"));
-            let mut names: Vec<String> = Vec::new();
-            if stats_csv {
-                names.extend(
-                    crate::rocpd::domain::Domain::ALL
-                        .iter()
-                        .map(|d| format!("{}_{}.csv", c.out_name, d.stats_name()))
-                        .chain([format!("{}_domain_stats.csv", c.out_name)]),
-                );
-            }
-            for f in &formats {
-                if !matches!(f, report::Format::Console | report::Format::Csv) {
-                    names.push(format!("{}_summary.{}", c.out_name, f.ext()));
-                }
-            }
-            crate::rocpd::check_not_overwriting(&c.common.inputs, &dir, &names)?;
-            let mut out = crate::rocpd::output::OutputSet::new(&dir)?;
-            if stats_csv {
-                sections[0].summary.write_csv(&mut out, &c.out_name)?;
-            }
-            for f in &formats {
-                let text = match f {
-                    report::Format::Console | report::Format::Csv => continue,
-                    report::Format::Json | report::Format::Md => {
-                        let mut tables = Vec::new();
-                        for sec in &sections {
-                            let prefix = if sections.len() > 1 {
-                                format!("{}: ", sec.title)
-                            } else {
-                                String::new()
-                            };
-                            tables.extend(report::summary::tables(
-                                &sec.summary,
-                                top,
-                                c.domain_summary,
-                                &prefix,
-                            ));
-                        }
-                        if *f == report::Format::Json {
-                            report::json(&tables)
-                        } else {
-                            report::markdown(&tables)
-                        }
-                    }
-                    report::Format::Html => report::summary::page(
-                        &sources,
-                        &sections,
-                        &timeline,
-                        &window,
-                        top,
-                        c.domain_summary,
-                        &c.common.inputs,
-                    )?,
-                };
-                let mut file = out.create(&format!("{}_summary.{}", c.out_name, f.ext()))?;
-                file.write_all(text.as_bytes())?;
-                file.finish()?;
-            }
-            for f in out.commit()? {
-                errln!("rocprof-attach: wrote {}", f.display());
-            }
-        }
-        if c.json {
-            crate::cli::json::print(
-                "summary",
-                ExitCode::Success,
-                summary_json(&sections[0].summary),
-            );
-        } else if formats.contains(&report::Format::Console) {
-            for sec in &sections {
-                if sections.len() > 1 {
-                    outln!("\n=== {} ===", sec.title);
-                }
-                let s = &sec.summary;
-                if s.domains.is_empty() {
-                    outln!("no kernels, API calls, copies or allocations recorded");
-                    continue;
-                }
-                if c.domain_summary {
-                    let t = report::summary::tables(s, top, true, "ROCPROFV3 ");
-                    out!("{}", report::console(&t[..1], 60));
-                }
-                out!("{}", s.render(top, summary::terminal_width()));
-            }
-        }
-        Ok(())
-    };
-    match run() {
+    match summarise(&c) {
         Ok(()) => ExitCode::Success,
         Err(e) => {
             let code = fail(&e);
@@ -229,6 +100,182 @@ pub fn run_summary(c: SummaryArgs) -> ExitCode {
             }
             code
         }
+    }
+}
+
+/// What `summary` found in its inputs: the sections to show and the HTML timeline.
+struct Summarised<'a> {
+    sources: Vec<Source<'a>>,
+    window: MaybeWindow,
+    /// All processes, then (with `--summary-by-rank`) one per input.
+    sections: Vec<report::summary::Section>,
+    timeline: report::pass::Timeline,
+}
+
+/// `summary`'s work: summarise the inputs, write the files asked for, print the rest.
+fn summarise(c: &SummaryArgs) -> crate::rocpd::Result<()> {
+    let opts = c.common.options(true);
+    let dbs = crate::rocpd::reader::open_all(&c.common.inputs)?;
+    let sources = crate::rocpd::reader::all_sources(&dbs)?;
+    let window = opts.time_window.resolve(&sources)?;
+    let formats: Vec<report::Format> = c.formats.iter().map(|f| f.report()).collect();
+    // One pass over the rows: statistics per process and overall, and the HTML timeline.
+    let pass = report::pass::run(
+        &sources,
+        &opts,
+        &window,
+        formats.contains(&report::Format::Html),
+    )?;
+    if let (Some(w), true) = (&window, pass.overall.domains.is_empty()) {
+        return Err(crate::rocpd::window::empty(w));
+    }
+    let mut sections = vec![report::summary::Section {
+        title: "All processes".to_owned(),
+        summary: pass.overall,
+    }];
+    if c.summary_by_rank {
+        for (i, (src, s)) in sources.iter().zip(pass.per_source).enumerate() {
+            let pid = src.dims(opts.agent_index)?.process.pid;
+            let rank = report::summary::rank_of(src).unwrap_or(i as i64);
+            sections.push(report::summary::Section {
+                title: format!("Rank {rank} (pid {pid})"),
+                summary: s,
+            });
+        }
+    }
+    let timeline = pass.timeline.unwrap_or(report::pass::Timeline {
+        start: 0,
+        end: 0,
+        lanes: Vec::new(),
+    });
+    let s = Summarised {
+        sources,
+        window,
+        sections,
+        timeline,
+    };
+    let files_wanted = formats.iter().any(|f| *f != report::Format::Console);
+    if files_wanted || c.out_dir.is_some() {
+        write_summary_files(c, &s, &formats)?;
+    }
+    if c.json {
+        crate::cli::json::print(
+            "summary",
+            ExitCode::Success,
+            summary_json(&s.sections[0].summary),
+        );
+    } else if formats.contains(&report::Format::Console) {
+        print_summary(c, &s.sections);
+    }
+    Ok(())
+}
+
+/// Write the summary's files (under `--output-directory`, by default `./rocpd-output-data`):
+/// the statistics as CSV, and one file for each other format but the console.
+fn write_summary_files(
+    c: &SummaryArgs,
+    s: &Summarised<'_>,
+    formats: &[report::Format],
+) -> crate::rocpd::Result<()> {
+    let files_wanted = formats.iter().any(|f| *f != report::Format::Console);
+    let stats_csv =
+        formats.contains(&report::Format::Csv) || (!files_wanted && c.out_dir.is_some());
+    let dir = c
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./rocpd-output-data"));
+    let mut names: Vec<String> = Vec::new();
+    if stats_csv {
+        names.extend(
+            crate::rocpd::domain::Domain::ALL
+                .iter()
+                .map(|d| format!("{}_{}.csv", c.out_name, d.stats_name()))
+                .chain([format!("{}_domain_stats.csv", c.out_name)]),
+        );
+    }
+    for f in formats {
+        if !matches!(f, report::Format::Console | report::Format::Csv) {
+            names.push(format!("{}_summary.{}", c.out_name, f.ext()));
+        }
+    }
+    crate::rocpd::check_not_overwriting(&c.common.inputs, &dir, &names)?;
+    let mut out = crate::rocpd::output::OutputSet::new(&dir)?;
+    if stats_csv {
+        s.sections[0].summary.write_csv(&mut out, &c.out_name)?;
+    }
+    for f in formats {
+        let Some(text) = summary_document(c, s, *f)? else {
+            continue;
+        };
+        let mut file = out.create(&format!("{}_summary.{}", c.out_name, f.ext()))?;
+        file.write_all(text.as_bytes())?;
+        file.finish()?;
+    }
+    for f in out.commit()? {
+        errln!("rocprof-attach: wrote {}", f.display());
+    }
+    Ok(())
+}
+
+/// The summary as a JSON, Markdown or HTML document; `None` for the console and CSV.
+fn summary_document(
+    c: &SummaryArgs,
+    s: &Summarised<'_>,
+    format: report::Format,
+) -> crate::rocpd::Result<Option<String>> {
+    let top = c.top.max(1);
+    Ok(Some(match format {
+        report::Format::Console | report::Format::Csv => return Ok(None),
+        report::Format::Json | report::Format::Md => {
+            let mut tables = Vec::new();
+            for sec in &s.sections {
+                let prefix = if s.sections.len() > 1 {
+                    format!("{}: ", sec.title)
+                } else {
+                    String::new()
+                };
+                tables.extend(report::summary::tables(
+                    &sec.summary,
+                    top,
+                    c.domain_summary,
+                    &prefix,
+                ));
+            }
+            if format == report::Format::Json {
+                report::json(&tables)
+            } else {
+                report::markdown(&tables)
+            }
+        }
+        report::Format::Html => report::summary::page(
+            &s.sources,
+            &s.sections,
+            &s.timeline,
+            &s.window,
+            top,
+            c.domain_summary,
+            &c.common.inputs,
+        )?,
+    }))
+}
+
+/// Print the summary's sections on the console.
+fn print_summary(c: &SummaryArgs, sections: &[report::summary::Section]) {
+    let top = c.top.max(1);
+    for sec in sections {
+        if sections.len() > 1 {
+            outln!("\n=== {} ===", sec.title);
+        }
+        let s = &sec.summary;
+        if s.domains.is_empty() {
+            outln!("no kernels, API calls, copies or allocations recorded");
+            continue;
+        }
+        if c.domain_summary {
+            let t = report::summary::tables(s, top, true, "ROCPROFV3 ");
+            out!("{}", report::console(&t[..1], 60));
+        }
+        out!("{}", s.render(top, summary::terminal_width()));
     }
 }
 

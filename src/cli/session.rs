@@ -86,13 +86,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
     phases.done("start (agent server, signal handlers)");
     let plan = match session::plan(req, &events) {
         Ok(p) => p,
-        Err(e) => {
-            ui.error(e.to_string());
-            if let Some(pid) = e.permission_denied_pid() {
-                ui.hint(crate::attach::preflight::permission_hint(pid));
-            }
-            return refused(&e);
-        }
+        Err(e) => return refused_plan(&e, ui),
     };
     phases.done("plan (select, preflight)");
     let collector = session::Collector::before(&plan, req);
@@ -109,31 +103,9 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         ui.messages(&report);
         return report;
     }
-    let end = if attached.interrupted {
-        let reason = session::EndReason::Interrupted;
-        events(Event::WaitEnded { reason });
-        WaitEnd {
-            reason,
-            exited: Vec::new(),
-        }
-    } else {
-        let opts = WaitOptions {
-            duration: req.duration,
-            enter: std::io::stdin().is_terminal(),
-            tick: ui.status_line.then_some(Duration::from_secs(1)),
-        };
-        waiter.wait(&attached.pids(), opts, &events)
-    };
+    let end = profiling_window(req, ui, &waiter, &attached, &events);
     phases.done("profiling window");
-    let still_running: Vec<_> = attached
-        .attached
-        .iter()
-        .filter(|a| !end.exited.contains(&a.pid))
-        .cloned()
-        .collect();
-    for a in &still_running {
-        plan.claims.set(a.pid, State::Detaching);
-    }
+    let still_running = still_running(&plan, &attached, &end);
     let ctl = DetachControl::new(req.stopped_wait);
     let detached: DetachOutcome = waiter.shielded(
         || {
@@ -153,21 +125,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
     phases.done("detach");
     // A failed detach leaves the record of an active session, for `--detach` to finish.
     session::settle(&plan.claims, &plan.pids(), &detached);
-    // With asynchronous output the tool writes after the detach: wait (bounded) for its files.
-    let waited = if req.sync_output || detached.detached.is_empty() || req.output_wait.is_zero() {
-        session::OutputWait::NotWaited
-    } else {
-        events(Event::AwaitingOutput {
-            timeout: req.output_wait,
-        });
-        let pids: Vec<i32> = detached.detached.iter().map(|d| d.pid).collect();
-        let w = collector.await_output(&pids, req.output_wait, Some(waiter.signal_fd()));
-        if w == session::OutputWait::Stopped {
-            // The signal only ends this wait: what was written so far is reported.
-            let _ = waiter.interrupted();
-        }
-        w
-    };
+    let waited = await_output(req, &collector, &detached, &waiter, &events);
     phases.done("wait for asynchronous output");
     let report = collector.collect(req, &plan, &attached, &end, &detached, waited, &events);
     if !json {
@@ -188,6 +146,81 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         ptrace::children_cpu_us() as f64 / 1e3
     );
     report
+}
+
+/// The plan failed: say why (and how to get permission), and report the refusal.
+fn refused_plan(e: &crate::attach::Error, ui: &Ui) -> SessionReport {
+    ui.error(e.to_string());
+    if let Some(pid) = e.permission_denied_pid() {
+        ui.hint(crate::attach::preflight::permission_hint(pid));
+    }
+    refused(e)
+}
+
+/// The profiling window: until its duration, Enter, a signal or the targets' exit (ended at
+/// once when the attach was interrupted).
+fn profiling_window(
+    req: &AttachRequest,
+    ui: &Ui,
+    waiter: &Waiter,
+    attached: &session::AttachOutcome,
+    events: session::Events,
+) -> WaitEnd {
+    if attached.interrupted {
+        let reason = session::EndReason::Interrupted;
+        events(Event::WaitEnded { reason });
+        return WaitEnd {
+            reason,
+            exited: Vec::new(),
+        };
+    }
+    let opts = WaitOptions {
+        duration: req.duration,
+        enter: std::io::stdin().is_terminal(),
+        tick: ui.status_line.then_some(Duration::from_secs(1)),
+    };
+    waiter.wait(&attached.pids(), opts, events)
+}
+
+/// The attached processes that did not exit during the window, their claims marked detaching.
+fn still_running(
+    plan: &session::Plan,
+    attached: &session::AttachOutcome,
+    end: &WaitEnd,
+) -> Vec<session::Attachment> {
+    let still_running: Vec<_> = attached
+        .attached
+        .iter()
+        .filter(|a| !end.exited.contains(&a.pid))
+        .cloned()
+        .collect();
+    for a in &still_running {
+        plan.claims.set(a.pid, State::Detaching);
+    }
+    still_running
+}
+
+/// With asynchronous output the tool writes after the detach: wait (bounded) for its files.
+fn await_output(
+    req: &AttachRequest,
+    collector: &session::Collector,
+    detached: &DetachOutcome,
+    waiter: &Waiter,
+    events: session::Events,
+) -> session::OutputWait {
+    if req.sync_output || detached.detached.is_empty() || req.output_wait.is_zero() {
+        return session::OutputWait::NotWaited;
+    }
+    events(Event::AwaitingOutput {
+        timeout: req.output_wait,
+    });
+    let pids: Vec<i32> = detached.detached.iter().map(|d| d.pid).collect();
+    let w = collector.await_output(&pids, req.output_wait, Some(waiter.signal_fd()));
+    if w == session::OutputWait::Stopped {
+        // The signal only ends this wait: what was written so far is reported.
+        let _ = waiter.interrupted();
+    }
+    w
 }
 
 /// `-S/--summary`: the summary tables of the databases written.

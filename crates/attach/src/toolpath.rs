@@ -62,21 +62,11 @@ pub fn at_secure() -> bool {
 ///
 /// `explicit` is the user's string; it is ignored (with a warning) when `at_secure` is true.
 pub fn choose(pid: i32, explicit: Option<&str>, at_secure: bool) -> Result<ToolChoice> {
-    choose_in(pid, explicit, at_secure, None)
+    choose_with(pid, explicit, at_secure, None, None)
 }
 
 /// [`choose`] with the target's `/proc/PID/maps` already read (the preflight's), so it is not
-/// read again.
-pub fn choose_in(
-    pid: i32,
-    explicit: Option<&str>,
-    at_secure: bool,
-    maps: Option<&[Mapping]>,
-) -> Result<ToolChoice> {
-    choose_with(pid, explicit, at_secure, maps, None)
-}
-
-/// [`choose_in`], reusing the clean tool checks of `checks` (one plan's).
+/// read again, and reusing the clean tool checks of `checks` (one plan's).
 pub fn choose_with(
     pid: i32,
     explicit: Option<&str>,

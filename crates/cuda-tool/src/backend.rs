@@ -138,6 +138,103 @@ fn cupti_error(c: &Cupti, what: &str, r: c_int) -> ToolError {
     )
 }
 
+/// A note when `ROCPROF_ATTACH_CUPTI` names another CUPTI than the one this process already uses.
+fn note_cupti_in_use(plan: &mut Plan, c: &Cupti) {
+    if let Some(p) = &plan.cupti {
+        if *p != c.path {
+            plan.notes.push(format!(
+                "ROCPROF_ATTACH_CUPTI={} ignored: this process already uses {}",
+                p.display(),
+                c.path.display()
+            ));
+        }
+    }
+}
+
+/// CUPTI's API version, refused below [`cupti::MIN_CUPTI_VERSION`].
+fn cupti_version(c: &Cupti) -> Result<u32, ToolError> {
+    let mut version = 0u32;
+    // SAFETY: valid out pointer.
+    let r = unsafe { (c.get_version)(&mut version) };
+    if r != 0 || version < cupti::MIN_CUPTI_VERSION {
+        return Err(ToolError::new(
+            Code::CuptiOld,
+            format!("{} reports CUPTI API version {version} (result {r}); this tool needs version {} (CUDA 12.0) or newer: point ROCPROF_ATTACH_CUPTI at the libcupti of CUDA 12 or 13", c.path.display(), cupti::MIN_CUPTI_VERSION),
+        ));
+    }
+    Ok(version)
+}
+
+/// The activity kinds the plan asks for.
+fn wanted_kinds(plan: &Plan) -> Vec<u32> {
+    let mut want = Vec::new();
+    if plan.kernels {
+        want.push(KIND_CONCURRENT_KERNEL);
+    }
+    if plan.copies {
+        want.extend([KIND_MEMCPY, KIND_MEMSET]);
+    }
+    if plan.runtime_api {
+        want.push(KIND_RUNTIME);
+    }
+    if plan.driver_api {
+        want.push(KIND_DRIVER);
+    }
+    if plan.allocations {
+        want.push(KIND_MEMORY2);
+    }
+    if plan.markers {
+        want.push(KIND_MARKER);
+    }
+    want
+}
+
+/// Register the buffer callbacks, ask for system thread ids and enable the plan's activity
+/// kinds: the kinds enabled. On failure what was done is undone, the subscription included.
+fn start_activity(c: &Cupti, sub: *mut c_void, plan: &mut Plan) -> Result<Vec<u32>, ToolError> {
+    // SAFETY: the callbacks have the CUPTI signatures.
+    let r =
+        unsafe { (c.register_callbacks)(activity::buffer_requested, activity::buffer_completed) };
+    if r != 0 {
+        return Err(undo(
+            c,
+            sub,
+            &[],
+            cupti_error(c, "cuptiActivityRegisterCallbacks", r),
+        ));
+    }
+    // SAFETY: plain CUPTI call.
+    let r = unsafe { (c.set_thread_id_type)(cupti::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) };
+    if r != 0 {
+        plan.notes.push(format!(
+            "cuptiSetThreadIdType(SYSTEM) failed ({}): API thread ids are CUPTI's, not kernel tids",
+            c.describe(r)
+        ));
+    }
+    let mut enabled = Vec::new();
+    for k in wanted_kinds(plan) {
+        // SAFETY: plain CUPTI call.
+        let r = unsafe { (c.enable)(k as c_int) };
+        if r != 0 {
+            let what = format!("cuptiActivityEnable({})", kind_name(k));
+            return Err(undo(c, sub, &enabled, cupti_error(c, &what, r)));
+        }
+        enabled.push(k);
+    }
+    Ok(enabled)
+}
+
+/// Undo a failed attach: disable the `enabled` kinds and unsubscribe `sub`; returns `e`.
+fn undo(c: &Cupti, sub: *mut c_void, enabled: &[u32], e: ToolError) -> ToolError {
+    for &k in enabled {
+        // SAFETY: plain CUPTI call.
+        unsafe { (c.disable)(k as c_int) };
+    }
+    // SAFETY: sub came from cuptiSubscribe.
+    unsafe { (c.unsubscribe)(sub) };
+    e
+}
+
 impl CuptiBackend {
     fn load(plan: &Plan) -> Result<&'static Cupti, ToolError> {
         if let Some(c) = CUPTI.get() {
@@ -155,39 +252,14 @@ impl CuptiBackend {
         let mut plan = req.plan()?;
         check_db_dir(&plan.db)?;
         let c = Self::load(&plan)?;
-        if let Some(p) = &plan.cupti {
-            if *p != c.path {
-                plan.notes.push(format!(
-                    "ROCPROF_ATTACH_CUPTI={} ignored: this process already uses {}",
-                    p.display(),
-                    c.path.display()
-                ));
-            }
-        }
-        let mut version = 0u32;
-        // SAFETY: valid out pointer.
-        let r = unsafe { (c.get_version)(&mut version) };
-        if r != 0 || version < cupti::MIN_CUPTI_VERSION {
-            return Err(ToolError::new(
-                Code::CuptiOld,
-                format!("{} reports CUPTI API version {version} (result {r}); this tool needs version {} (CUDA 12.0) or newer: point ROCPROF_ATTACH_CUPTI at the libcupti of CUDA 12 or 13", c.path.display(), cupti::MIN_CUPTI_VERSION),
-            ));
-        }
+        note_cupti_in_use(&mut plan, c);
+        let version = cupti_version(c)?;
         let mut sub: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out pointer and callback.
         let r = unsafe { (c.subscribe)(&mut sub, activity::no_callback, std::ptr::null_mut()) };
         if r != 0 {
             return Err(cupti_error(c, "cuptiSubscribe", r));
         }
-        let fail = |enabled: &[u32], e: ToolError| {
-            for &k in enabled {
-                // SAFETY: plain CUPTI call.
-                unsafe { (c.disable)(k as c_int) };
-            }
-            // SAFETY: sub came from cuptiSubscribe.
-            unsafe { (c.unsubscribe)(sub) };
-            e
-        };
         BUFFER_BYTES.store(plan.buffer_bytes, Ordering::Relaxed);
         // Our buffers come zeroed (fresh ones from the allocator, reused ones cleared as they
         // return), so CUPTI need not clear 8 MiB on the application thread that needs room.
@@ -206,53 +278,7 @@ impl CuptiBackend {
             }
         }
         let _ = activity::take_rows();
-        // SAFETY: the callbacks have the CUPTI signatures.
-        let r = unsafe {
-            (c.register_callbacks)(activity::buffer_requested, activity::buffer_completed)
-        };
-        if r != 0 {
-            return Err(fail(
-                &[],
-                cupti_error(c, "cuptiActivityRegisterCallbacks", r),
-            ));
-        }
-        // SAFETY: plain CUPTI call.
-        let r = unsafe { (c.set_thread_id_type)(cupti::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) };
-        if r != 0 {
-            plan.notes.push(format!(
-                "cuptiSetThreadIdType(SYSTEM) failed ({}): API thread ids are CUPTI's, not kernel tids",
-                c.describe(r)
-            ));
-        }
-        let mut want = Vec::new();
-        if plan.kernels {
-            want.push(KIND_CONCURRENT_KERNEL);
-        }
-        if plan.copies {
-            want.extend([KIND_MEMCPY, KIND_MEMSET]);
-        }
-        if plan.runtime_api {
-            want.push(KIND_RUNTIME);
-        }
-        if plan.driver_api {
-            want.push(KIND_DRIVER);
-        }
-        if plan.allocations {
-            want.push(KIND_MEMORY2);
-        }
-        if plan.markers {
-            want.push(KIND_MARKER);
-        }
-        let mut enabled = Vec::new();
-        for k in want {
-            // SAFETY: plain CUPTI call.
-            let r = unsafe { (c.enable)(k as c_int) };
-            if r != 0 {
-                let what = format!("cuptiActivityEnable({})", kind_name(k));
-                return Err(fail(&enabled, cupti_error(c, &what, r)));
-            }
-            enabled.push(k);
-        }
+        let enabled = start_activity(c, sub, &mut plan)?;
         let clock = || {
             let mut t = 0u64;
             // SAFETY: valid out pointer.
@@ -274,7 +300,14 @@ impl CuptiBackend {
         };
         let sink = match Sink::create(&plan.db, &cuda, &header) {
             Ok(s) => s,
-            Err(e) => return Err(fail(&enabled, write_failed(&plan.db, &e.to_string()))),
+            Err(e) => {
+                return Err(undo(
+                    c,
+                    sub,
+                    &enabled,
+                    write_failed(&plan.db, &e.to_string()),
+                ))
+            }
         };
         let reply = serde_json::json!({
             "cupti": c.path.display().to_string(),

@@ -79,6 +79,17 @@ type DevUuid = unsafe extern "C" fn(*mut u8, c_int) -> c_int;
 type DevAttr = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
 type DevMem = unsafe extern "C" fn(*mut usize, c_int) -> c_int;
 
+/// The libcuda functions [`query`] calls, each null where missing.
+struct Functions {
+    ver: *mut c_void,
+    count: *mut c_void,
+    get: *mut c_void,
+    name: *mut c_void,
+    uuid: *mut c_void,
+    attr: *mut c_void,
+    mem: *mut c_void,
+}
+
 /// Queries the mapped libcuda; never loads one and never fails (unknowns stay 0/empty).
 pub fn query() -> CudaInfo {
     let mut info = CudaInfo::default();
@@ -92,89 +103,106 @@ pub fn query() -> CudaInfo {
     info.path = Some(path);
     // SAFETY: h came from dlopen and is never closed.
     let f = |n: &str| -> *mut c_void { unsafe { sym(h, n) } };
-    let (ver, count, get, name, uuid, attr, mem) = (
-        f("cuDriverGetVersion"),
-        f("cuDeviceGetCount"),
-        f("cuDeviceGet"),
-        f("cuDeviceGetName"),
-        f("cuDeviceGetUuid_v2"),
-        f("cuDeviceGetAttribute"),
-        f("cuDeviceTotalMem_v2"),
-    );
+    let fns = Functions {
+        ver: f("cuDriverGetVersion"),
+        count: f("cuDeviceGetCount"),
+        get: f("cuDeviceGet"),
+        name: f("cuDeviceGetName"),
+        uuid: f("cuDeviceGetUuid_v2"),
+        attr: f("cuDeviceGetAttribute"),
+        mem: f("cuDeviceTotalMem_v2"),
+    };
     // SAFETY: each non-null pointer is the libcuda function of the declared signature.
     unsafe {
-        if !ver.is_null() {
-            let v: GetInt = std::mem::transmute::<*mut c_void, GetInt>(ver);
+        if !fns.ver.is_null() {
+            let v: GetInt = std::mem::transmute::<*mut c_void, GetInt>(fns.ver);
             let mut n = 0;
             if v(&mut n) == 0 {
                 info.driver_version = n;
             }
         }
-        if count.is_null() || get.is_null() {
-            return info;
-        }
-        let count: GetInt = std::mem::transmute::<*mut c_void, GetInt>(count);
-        let get: DevGet = std::mem::transmute::<*mut c_void, DevGet>(get);
-        let mut n = 0;
-        if count(&mut n) != 0 {
-            return info;
-        }
-        for ordinal in 0..n.clamp(0, 64) {
-            let mut dev = 0;
-            if get(&mut dev, ordinal) != 0 {
-                continue;
-            }
-            let mut d = Device {
-                ordinal,
-                ..Default::default()
-            };
-            if !name.is_null() {
-                let name: DevName = std::mem::transmute::<*mut c_void, DevName>(name);
-                let mut buf = [0 as c_char; 256];
-                if name(buf.as_mut_ptr(), 255, dev) == 0 {
-                    d.name = std::ffi::CStr::from_ptr(buf.as_ptr())
-                        .to_string_lossy()
-                        .into_owned();
-                }
-            }
-            if !uuid.is_null() {
-                let uuid: DevUuid = std::mem::transmute::<*mut c_void, DevUuid>(uuid);
-                let mut b = [0u8; 16];
-                if uuid(b.as_mut_ptr(), dev) == 0 {
-                    d.uuid = b;
-                }
-            }
-            if !mem.is_null() {
-                let mem: DevMem = std::mem::transmute::<*mut c_void, DevMem>(mem);
-                let mut m = 0usize;
-                if mem(&mut m, dev) == 0 {
-                    d.memory = m as i64;
-                }
-            }
-            if !attr.is_null() {
-                let attr: DevAttr = std::mem::transmute::<*mut c_void, DevAttr>(attr);
-                let a = |which: c_int| {
-                    let mut v = 0;
-                    if attr(&mut v, which, dev) == 0 {
-                        v as i64
-                    } else {
-                        0
-                    }
-                };
-                // CUdevice_attribute values from cuda.h.
-                d.max_threads_per_block = a(1);
-                d.max_block = [a(2), a(3), a(4)];
-                d.max_grid = [a(5), a(6), a(7)];
-                d.shared_per_block = a(8);
-                d.warp_size = a(10);
-                d.clock_khz = a(13);
-                d.sm_count = a(16);
-                d.pci = [a(33), a(34), a(50)];
-                d.max_threads_per_sm = a(39);
-                d.cc = (a(75), a(76));
-            }
-            info.devices.push(d);
-        }
+        info.devices = devices(&fns);
     }
     info
+}
+
+/// The devices (at most 64), empty when they cannot be counted.
+///
+/// # Safety
+/// Each non-null pointer of `fns` is the libcuda function of the declared signature.
+unsafe fn devices(fns: &Functions) -> Vec<Device> {
+    let mut devices = Vec::new();
+    if fns.count.is_null() || fns.get.is_null() {
+        return devices;
+    }
+    let count: GetInt = std::mem::transmute::<*mut c_void, GetInt>(fns.count);
+    let get: DevGet = std::mem::transmute::<*mut c_void, DevGet>(fns.get);
+    let mut n = 0;
+    if count(&mut n) != 0 {
+        return devices;
+    }
+    for ordinal in 0..n.clamp(0, 64) {
+        let mut dev = 0;
+        if get(&mut dev, ordinal) == 0 {
+            devices.push(device(fns, ordinal, dev));
+        }
+    }
+    devices
+}
+
+/// What libcuda tells of device `dev` (the `ordinal`th).
+///
+/// # Safety
+/// As for [`devices`].
+unsafe fn device(fns: &Functions, ordinal: c_int, dev: c_int) -> Device {
+    let mut d = Device {
+        ordinal,
+        ..Default::default()
+    };
+    if !fns.name.is_null() {
+        let name: DevName = std::mem::transmute::<*mut c_void, DevName>(fns.name);
+        let mut buf = [0 as c_char; 256];
+        if name(buf.as_mut_ptr(), 255, dev) == 0 {
+            d.name = std::ffi::CStr::from_ptr(buf.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+        }
+    }
+    if !fns.uuid.is_null() {
+        let uuid: DevUuid = std::mem::transmute::<*mut c_void, DevUuid>(fns.uuid);
+        let mut b = [0u8; 16];
+        if uuid(b.as_mut_ptr(), dev) == 0 {
+            d.uuid = b;
+        }
+    }
+    if !fns.mem.is_null() {
+        let mem: DevMem = std::mem::transmute::<*mut c_void, DevMem>(fns.mem);
+        let mut m = 0usize;
+        if mem(&mut m, dev) == 0 {
+            d.memory = m as i64;
+        }
+    }
+    if !fns.attr.is_null() {
+        let attr: DevAttr = std::mem::transmute::<*mut c_void, DevAttr>(fns.attr);
+        let a = |which: c_int| {
+            let mut v = 0;
+            if attr(&mut v, which, dev) == 0 {
+                v as i64
+            } else {
+                0
+            }
+        };
+        // CUdevice_attribute values from cuda.h.
+        d.max_threads_per_block = a(1);
+        d.max_block = [a(2), a(3), a(4)];
+        d.max_grid = [a(5), a(6), a(7)];
+        d.shared_per_block = a(8);
+        d.warp_size = a(10);
+        d.clock_khz = a(13);
+        d.sm_count = a(16);
+        d.pci = [a(33), a(34), a(50)];
+        d.max_threads_per_sm = a(39);
+        d.cc = (a(75), a(76));
+    }
+    d
 }

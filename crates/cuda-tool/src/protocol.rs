@@ -330,6 +330,45 @@ impl AttachRequest {
 
     /// Checks the settings and turns them into a [`Plan`].
     pub fn plan(&self) -> Result<Plan, ToolError> {
+        self.refuse_unsupported()?;
+        let db = self.db()?;
+        let buffer_bytes = self.buffer_bytes()?;
+        let mut plan = Plan {
+            kernels: self.flag("ROCPROF_KERNEL_TRACE"),
+            copies: self.flag("ROCPROF_MEMORY_COPY_TRACE"),
+            runtime_api: self.flag("ROCPROF_HIP_RUNTIME_API_TRACE"),
+            // The front end sets it for --hip-trace (the HIP compiler API switch).
+            driver_api: self.flag("ROCPROF_ATTACH_CUDA_DRIVER_API"),
+            allocations: self.flag("ROCPROF_MEMORY_ALLOCATION_TRACE"),
+            markers: self.flag("ROCPROF_MARKER_API_TRACE"),
+            db,
+            cupti: self
+                .env
+                .get("ROCPROF_ATTACH_CUPTI")
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| PathBuf::from(s.trim())),
+            buffer_bytes,
+            demangle: self
+                .env
+                .get("ROCPROF_DEMANGLE_KERNELS")
+                .is_none_or(|v| truthy(v)),
+            notes: self.filter_notes(),
+            left_out: self.left_out(),
+        };
+        if plan.markers {
+            plan.notes.push("CUPTI sees NVTX ranges only when the process was started with NVTX injection (NVTX_INJECTION64_PATH); without it no marker rows may arrive".into());
+        }
+        if plan.kind_names().is_empty() {
+            return Err(ToolError::new(
+                Code::Unsupported,
+                "attach enables no tracing: none of ROCPROF_KERNEL_TRACE, ROCPROF_MEMORY_COPY_TRACE, ROCPROF_HIP_RUNTIME_API_TRACE, ROCPROF_MEMORY_ALLOCATION_TRACE, ROCPROF_MARKER_API_TRACE is 1; pass a tracing option such as --kernel-trace",
+            ));
+        }
+        Ok(plan)
+    }
+
+    /// Refuses a setting that asks for what the CUDA backend cannot do ([`UNSUPPORTED`]).
+    fn refuse_unsupported(&self) -> Result<(), ToolError> {
         for (key, what) in UNSUPPORTED {
             if let Some(v) = self.env.get(key).filter(|v| requested(v)) {
                 return Err(ToolError::new(
@@ -338,34 +377,40 @@ impl AttachRequest {
                 ));
             }
         }
-        let db = match self.env.get("ROCPROF_ATTACH_DB").map(|s| s.trim()) {
-            Some(p) if p.starts_with('/') => PathBuf::from(p),
-            Some(p) => {
-                return Err(ToolError::new(
-                    Code::Unsupported,
-                    format!("ROCPROF_ATTACH_DB='{p}' is not an absolute path; the front end must send the absolute path of the database to write"),
-                ))
-            }
-            None => {
-                return Err(ToolError::new(
-                    Code::Unsupported,
-                    "attach without ROCPROF_ATTACH_DB: the tool does not know where to write; send ROCPROF_ATTACH_DB=<absolute path>",
-                ))
-            }
-        };
-        let buffer_bytes = match self.env.get("ROCPROF_ATTACH_BUFFER_BYTES") {
-            None => DEFAULT_BUFFER_BYTES,
+        Ok(())
+    }
+
+    /// `ROCPROF_ATTACH_DB`: the absolute path of the database to write.
+    fn db(&self) -> Result<PathBuf, ToolError> {
+        match self.env.get("ROCPROF_ATTACH_DB").map(|s| s.trim()) {
+            Some(p) if p.starts_with('/') => Ok(PathBuf::from(p)),
+            Some(p) => Err(ToolError::new(
+                Code::Unsupported,
+                format!("ROCPROF_ATTACH_DB='{p}' is not an absolute path; the front end must send the absolute path of the database to write"),
+            )),
+            None => Err(ToolError::new(
+                Code::Unsupported,
+                "attach without ROCPROF_ATTACH_DB: the tool does not know where to write; send ROCPROF_ATTACH_DB=<absolute path>",
+            )),
+        }
+    }
+
+    /// `ROCPROF_ATTACH_BUFFER_BYTES`: the size of CUPTI's activity buffers (a multiple of 8).
+    fn buffer_bytes(&self) -> Result<usize, ToolError> {
+        match self.env.get("ROCPROF_ATTACH_BUFFER_BYTES") {
+            None => Ok(DEFAULT_BUFFER_BYTES),
             Some(v) => match v.trim().parse::<usize>() {
-                Ok(n) if (64 << 10..=256 << 20).contains(&n) => n & !7,
-                _ => {
-                    return Err(ToolError::new(
-                        Code::Unsupported,
-                        format!("ROCPROF_ATTACH_BUFFER_BYTES='{v}' is not a byte count from 65536 to 268435456; send a number in that range or leave it out (8 MiB)"),
-                    ))
-                }
+                Ok(n) if (64 << 10..=256 << 20).contains(&n) => Ok(n & !7),
+                _ => Err(ToolError::new(
+                    Code::Unsupported,
+                    format!("ROCPROF_ATTACH_BUFFER_BYTES='{v}' is not a byte count from 65536 to 268435456; send a number in that range or leave it out (8 MiB)"),
+                )),
             },
-        };
-        let mut notes = Vec::new();
+        }
+    }
+
+    /// What of the [`IGNORED`] trace switches is asked for (and so left out).
+    fn left_out(&self) -> Vec<&'static str> {
         let handled = [
             "ROCPROF_HIP_RUNTIME_API_TRACE",
             "ROCPROF_HIP_COMPILER_API_TRACE",
@@ -385,6 +430,11 @@ impl AttachRequest {
                 left_out.push(what);
             }
         }
+        left_out
+    }
+
+    /// A note for each kernel filter set to something: not implemented here, every record kept.
+    fn filter_notes(&self) -> Vec<String> {
         let filtered = [
             ("ROCPROF_KERNEL_FILTER_INCLUDE_REGEX", ".*"),
             ("ROCPROF_KERNEL_FILTER_EXCLUDE_REGEX", ""),
@@ -392,6 +442,7 @@ impl AttachRequest {
             ("ROCPROF_COLLECTION_PERIOD", ""),
             ("ROCPROF_KERNEL_RENAME", "0"),
         ];
+        let mut notes = Vec::new();
         for (key, neutral) in filtered {
             if let Some(v) = self.env.get(key).filter(|v| v.trim() != neutral) {
                 notes.push(format!(
@@ -399,39 +450,7 @@ impl AttachRequest {
                 ));
             }
         }
-        let plan = Plan {
-            kernels: self.flag("ROCPROF_KERNEL_TRACE"),
-            copies: self.flag("ROCPROF_MEMORY_COPY_TRACE"),
-            runtime_api: self.flag("ROCPROF_HIP_RUNTIME_API_TRACE"),
-            // The front end sets it for --hip-trace (the HIP compiler API switch).
-            driver_api: self.flag("ROCPROF_ATTACH_CUDA_DRIVER_API"),
-            allocations: self.flag("ROCPROF_MEMORY_ALLOCATION_TRACE"),
-            markers: self.flag("ROCPROF_MARKER_API_TRACE"),
-            db,
-            cupti: self
-                .env
-                .get("ROCPROF_ATTACH_CUPTI")
-                .filter(|s| !s.trim().is_empty())
-                .map(|s| PathBuf::from(s.trim())),
-            buffer_bytes,
-            demangle: self
-                .env
-                .get("ROCPROF_DEMANGLE_KERNELS")
-                .is_none_or(|v| truthy(v)),
-            notes,
-            left_out,
-        };
-        let mut plan = plan;
-        if plan.markers {
-            plan.notes.push("CUPTI sees NVTX ranges only when the process was started with NVTX injection (NVTX_INJECTION64_PATH); without it no marker rows may arrive".into());
-        }
-        if plan.kind_names().is_empty() {
-            return Err(ToolError::new(
-                Code::Unsupported,
-                "attach enables no tracing: none of ROCPROF_KERNEL_TRACE, ROCPROF_MEMORY_COPY_TRACE, ROCPROF_HIP_RUNTIME_API_TRACE, ROCPROF_MEMORY_ALLOCATION_TRACE, ROCPROF_MARKER_API_TRACE is 1; pass a tracing option such as --kernel-trace",
-            ));
-        }
-        Ok(plan)
+        notes
     }
 }
 

@@ -286,6 +286,7 @@ fn owned(p: *const c_char) -> Option<String> {
 ///
 /// # Safety
 /// `rec` must point to a complete CUPTI activity record valid for the duration of the call.
+// Long because: one flat match, each arm copying one record kind's fields into its row.
 pub unsafe fn parse(rec: *const u8, out: &mut Collected) {
     let kind = std::ptr::read_unaligned(rec as *const u32);
     match kind {

@@ -119,90 +119,117 @@ pub fn ordered_chunks<T: Send>(
         src.release_cache();
         return r;
     }
-    let state = Mutex::new(State {
-        done: BTreeMap::new(),
-        next: 0,
-        abort: false,
-    });
-    let changed = Condvar::new();
-    let taken = AtomicUsize::new(0);
-    let window = workers + AHEAD;
     let (info, time_window) = (src.info, src.window());
     // One read-only connection per worker, opened here (a connection is not shared by threads).
     let conns = (0..workers.min(ranges.len()))
         .map(|_| src.input.reopen_for_ranges())
         .collect::<Result<Vec<_>>>()?;
+    let run = Run {
+        state: Mutex::new(State {
+            done: BTreeMap::new(),
+            next: 0,
+            abort: false,
+        }),
+        changed: Condvar::new(),
+        taken: AtomicUsize::new(0),
+        window: workers + AHEAD,
+        ranges,
+    };
     std::thread::scope(|s| -> Result<()> {
         for conn in conns {
-            let (state, changed, taken, ranges, work) = (&state, &changed, &taken, &ranges, &work);
+            let (run, work) = (&run, &work);
             s.spawn(move || {
-                let _guard = AbortOnPanic(state, changed);
-                let run = || -> Result<()> {
-                    let mine = conn.source_for(info)?.with_window(time_window);
-                    loop {
-                        let i = taken.fetch_add(1, Ordering::Relaxed);
-                        let Some(&range) = ranges.get(i) else {
-                            return Ok(());
-                        };
-                        {
-                            let mut st = lock(state)?;
-                            while !st.abort && i >= st.next + window {
-                                st = changed.wait(st).map_err(|_| panicked())?;
-                            }
-                            if st.abort {
-                                return Ok(());
-                            }
-                        }
-                        let r = work(&mine.clone().with_ids(Some(range)));
-                        let failed = r.is_err();
-                        let mut st = lock(state)?;
-                        st.done.insert(i, r);
-                        changed.notify_all();
-                        if failed {
-                            return Ok(());
-                        }
-                    }
-                };
-                if let Err(e) = run() {
-                    if let Ok(mut st) = state.lock() {
+                let _guard = AbortOnPanic(&run.state, &run.changed);
+                let mine = conn.source_for(info).map(|m| m.with_window(time_window));
+                if let Err(e) = mine.and_then(|mine| run.work(&mine, work)) {
+                    if let Ok(mut st) = run.state.lock() {
                         st.abort = true;
                         st.done.insert(usize::MAX, Err(e));
                     }
-                    changed.notify_all();
+                    run.changed.notify_all();
                 }
             });
         }
-        let stop = |state: &Mutex<State<T>>| {
-            if let Ok(mut st) = state.lock() {
-                st.abort = true;
-            }
-            changed.notify_all();
-        };
-        for i in 0..ranges.len() {
-            let r = {
-                let mut st = lock(&state)?;
-                loop {
-                    if let Some(r) = st.done.remove(&i) {
-                        st.next = i + 1;
-                        break r;
-                    }
-                    if let Some(e) = st.done.remove(&usize::MAX) {
-                        break e;
-                    }
-                    if st.abort {
-                        return Err(panicked());
-                    }
-                    st = changed.wait(st).map_err(|_| panicked())?;
-                }
+        run.consume(sink)
+    })
+}
+
+/// What the workers and the consumer of one [`ordered_chunks`] run share.
+struct Run<T> {
+    state: Mutex<State<T>>,
+    /// Notified when a range is done, taken by the consumer, or the run aborts.
+    changed: Condvar,
+    /// How many ranges the workers have taken.
+    taken: AtomicUsize,
+    /// A worker starts range `i` only when `i < next + window`.
+    window: usize,
+    ranges: Vec<(i64, i64)>,
+}
+
+impl<T> Run<T> {
+    /// A worker: take the next range, wait until it is within the window of the consumer, run
+    /// `work` on it from `mine`, hand over the result; until no range is left, the run aborts or
+    /// `work` fails.
+    fn work(&self, mine: &Source<'_>, work: &impl Fn(&Source<'_>) -> Result<T>) -> Result<()> {
+        loop {
+            let i = self.taken.fetch_add(1, Ordering::Relaxed);
+            let Some(&range) = self.ranges.get(i) else {
+                return Ok(());
             };
-            changed.notify_all();
+            {
+                let mut st = lock(&self.state)?;
+                while !st.abort && i >= st.next + self.window {
+                    st = self.changed.wait(st).map_err(|_| panicked())?;
+                }
+                if st.abort {
+                    return Ok(());
+                }
+            }
+            let r = work(&mine.clone().with_ids(Some(range)));
+            let failed = r.is_err();
+            let mut st = lock(&self.state)?;
+            st.done.insert(i, r);
+            self.changed.notify_all();
+            if failed {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The consumer: hand every range's result to `sink` in range order; the first error (a
+    /// range's, a worker's or `sink`'s) stops the workers and ends the run.
+    fn consume(&self, mut sink: impl FnMut(T) -> Result<()>) -> Result<()> {
+        for i in 0..self.ranges.len() {
+            let r = self.result(i)?;
+            self.changed.notify_all();
             if let Err(e) = r.and_then(&mut sink) {
-                stop(&state);
+                if let Ok(mut st) = self.state.lock() {
+                    st.abort = true;
+                }
+                self.changed.notify_all();
                 return Err(e);
             }
         }
         Ok(())
-    })
+    }
+
+    /// Wait for the result of range `i`, or for a worker's error; Err if a worker panicked.
+    fn result(&self, i: usize) -> Result<Result<T>> {
+        let mut st = lock(&self.state)?;
+        loop {
+            if let Some(r) = st.done.remove(&i) {
+                st.next = i + 1;
+                return Ok(r);
+            }
+            if let Some(e) = st.done.remove(&usize::MAX) {
+                return Ok(e);
+            }
+            if st.abort {
+                return Err(panicked());
+            }
+            st = self.changed.wait(st).map_err(|_| panicked())?;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -264,8 +264,32 @@ fn table(
     width: usize,
     all_rows: usize,
 ) -> String {
-    let cells: Vec<[String; 9]> = rows
-        .iter()
+    let cells = cells(rows, total);
+    let (w, shown) = columns(&cells, width);
+    let mut out = String::new();
+    let headers: Vec<String> = HEADERS.iter().map(|h| h.0.to_owned()).collect();
+    push_row(&mut out, &headers, &shown, &w, true);
+    out.push('|');
+    for &i in &shown {
+        out.push_str(&"-".repeat(w[i]));
+        out.push('|');
+    }
+    out.push('\n');
+    for c in &cells {
+        push_row(&mut out, c, &shown, &w, false);
+    }
+    if all_rows > rows.len() {
+        out.push_str(&format!(
+            "({} more not shown; use --top to see more)\n",
+            all_rows - rows.len()
+        ));
+    }
+    out
+}
+
+/// The text of each row's cells, in the order of [`HEADERS`].
+fn cells(rows: &[(String, &'static str, Stats)], total: u64) -> Vec<[String; 9]> {
+    rows.iter()
         .map(|(n, d, s)| {
             let pct = if total == 0 {
                 0.0
@@ -284,7 +308,13 @@ fn table(
                 c_scientific(s.stddev(), 3),
             ]
         })
-        .collect();
+        .collect()
+}
+
+/// The width of every column and the columns shown within `width`: columns are dropped in the
+/// order of their priority until the name gets 32 characters (or all it needs), or none is left
+/// to drop.
+fn columns(cells: &[[String; 9]], width: usize) -> (Vec<usize>, Vec<usize>) {
     let mut w: Vec<usize> = HEADERS
         .iter()
         .enumerate()
@@ -320,50 +350,35 @@ fn table(
             }
         }
     }
-    let mut out = String::new();
-    let row = |out: &mut String, vals: &[String], center: bool| {
-        out.push('|');
-        for &i in &shown {
-            let cw = w[i];
-            let v = truncate(&vals[i], cw.saturating_sub(2));
-            let len = v.chars().count();
-            let pad = cw.saturating_sub(len);
-            if center {
-                let left = pad / 2;
-                out.push_str(&" ".repeat(left));
-                out.push_str(&v);
-                out.push_str(&" ".repeat(pad - left));
-            } else if i < 2 {
-                out.push(' ');
-                out.push_str(&v);
-                out.push_str(&" ".repeat(pad.saturating_sub(1)));
-            } else {
-                out.push_str(&" ".repeat(pad.saturating_sub(1)));
-                out.push_str(&v);
-                out.push(' ');
-            }
-            out.push('|');
-        }
-        out.push('\n');
-    };
-    let headers: Vec<String> = HEADERS.iter().map(|h| h.0.to_owned()).collect();
-    row(&mut out, &headers, true);
+    (w, shown)
+}
+
+/// One row of the table: the `shown` columns of `vals`, each `w` wide, centred (the header) or
+/// aligned (names left, numbers right).
+fn push_row(out: &mut String, vals: &[String], shown: &[usize], w: &[usize], center: bool) {
     out.push('|');
-    for &i in &shown {
-        out.push_str(&"-".repeat(w[i]));
+    for &i in shown {
+        let cw = w[i];
+        let v = truncate(&vals[i], cw.saturating_sub(2));
+        let len = v.chars().count();
+        let pad = cw.saturating_sub(len);
+        if center {
+            let left = pad / 2;
+            out.push_str(&" ".repeat(left));
+            out.push_str(&v);
+            out.push_str(&" ".repeat(pad - left));
+        } else if i < 2 {
+            out.push(' ');
+            out.push_str(&v);
+            out.push_str(&" ".repeat(pad.saturating_sub(1)));
+        } else {
+            out.push_str(&" ".repeat(pad.saturating_sub(1)));
+            out.push_str(&v);
+            out.push(' ');
+        }
         out.push('|');
     }
     out.push('\n');
-    for c in &cells {
-        row(&mut out, c, false);
-    }
-    if all_rows > rows.len() {
-        out.push_str(&format!(
-            "({} more not shown; use --top to see more)\n",
-            all_rows - rows.len()
-        ));
-    }
-    out
 }
 
 /// The width to fit tables to: `$COLUMNS`, else the size of the terminal on stdout, else

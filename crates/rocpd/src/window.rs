@@ -241,24 +241,7 @@ impl WindowSpec {
         let needs_extent = matches!(self.start, Some(Bound::Percent(_)) | None)
             || matches!(self.end, Some(Bound::Percent(_)) | None);
         let (lo, hi) = if needs_extent {
-            let mut span: Option<(i64, i64)> = None;
-            for s in sources {
-                if let Some((a, b)) = extent(s)? {
-                    span = Some(match span {
-                        Some((x, y)) => (x.min(a), y.max(b)),
-                        None => (a, b),
-                    });
-                }
-            }
-            match span {
-                Some(s) => s,
-                None => {
-                    return Err(Error::usage(
-                        "empty time window: the input holds no events at all, so no window can select any; drop \
-                         --start/--end/--start-marker/--end-marker",
-                    ))
-                }
-            }
+            span(sources)?
         } else {
             (i64::MIN, i64::MAX)
         };
@@ -266,39 +249,14 @@ impl WindowSpec {
             Bound::Ns(v) => v,
             Bound::Percent(p) => lo + (((hi - lo) as f64) * p / 100.0).round() as i64,
         };
-        let find = |name: &str, first: bool| -> Result<i64> {
-            let mut best: Option<i64> = None;
-            for s in sources {
-                if let Some(t) = marker(s, name, first)? {
-                    best = Some(match best {
-                        Some(b) if first => b.min(t),
-                        Some(b) => b.max(t),
-                        None => t,
-                    });
-                }
-            }
-            best.ok_or_else(|| {
-                let mut known: Vec<String> =
-                    sources.iter().flat_map(|s| marker_names(s, 10)).collect();
-                known.sort();
-                known.dedup();
-                known.truncate(10);
-                let hint = if known.is_empty() {
-                    "the input has no ROCTx markers at all (profile with --marker-trace)".to_owned()
-                } else {
-                    format!("markers present: {}", known.join(", "))
-                };
-                Error::usage(format!("unknown marker '{name}'; {hint}"))
-            })
-        };
         let start = match (&self.start, &self.start_marker) {
             (Some(b), _) => at(*b),
-            (None, Some(m)) => find(m, true)?,
+            (None, Some(m)) => find_marker(sources, m, true)?,
             (None, None) => lo,
         };
         let end = match (&self.end, &self.end_marker) {
             (Some(b), _) => at(*b),
-            (None, Some(m)) => find(m, false)?,
+            (None, Some(m)) => find_marker(sources, m, false)?,
             (None, None) => hi,
         };
         if start > end {
@@ -313,6 +271,52 @@ impl WindowSpec {
             inclusive: self.inclusive,
         }))
     }
+}
+
+/// The time span of the events of all `sources`; an error when they hold none.
+fn span(sources: &[Source<'_>]) -> Result<(i64, i64)> {
+    let mut span: Option<(i64, i64)> = None;
+    for s in sources {
+        if let Some((a, b)) = extent(s)? {
+            span = Some(match span {
+                Some((x, y)) => (x.min(a), y.max(b)),
+                None => (a, b),
+            });
+        }
+    }
+    span.ok_or_else(|| {
+        Error::usage(
+            "empty time window: the input holds no events at all, so no window can select any; drop \
+             --start/--end/--start-marker/--end-marker",
+        )
+    })
+}
+
+/// The time of marker `name` over all `sources`: its earliest start when `first`, else its
+/// latest end; an error naming the markers there are when none has that name.
+fn find_marker(sources: &[Source<'_>], name: &str, first: bool) -> Result<i64> {
+    let mut best: Option<i64> = None;
+    for s in sources {
+        if let Some(t) = marker(s, name, first)? {
+            best = Some(match best {
+                Some(b) if first => b.min(t),
+                Some(b) => b.max(t),
+                None => t,
+            });
+        }
+    }
+    best.ok_or_else(|| {
+        let mut known: Vec<String> = sources.iter().flat_map(|s| marker_names(s, 10)).collect();
+        known.sort();
+        known.dedup();
+        known.truncate(10);
+        let hint = if known.is_empty() {
+            "the input has no ROCTx markers at all (profile with --marker-trace)".to_owned()
+        } else {
+            format!("markers present: {}", known.join(", "))
+        };
+        Error::usage(format!("unknown marker '{name}'; {hint}"))
+    })
 }
 
 /// The error for a window that selected nothing.

@@ -90,34 +90,7 @@ impl Claim {
         let (file, found, writable) = lock(&dir, &name, pid)?;
         let found = found.filter(|r| r.target_pid == pid && r.target_start == target_start);
         let owner = file.metadata().map(|m| m.uid()).unwrap_or(0);
-        // A CUDA session whose front end is gone ended by itself: the tool detaches when its
-        // connection closes (docs/cuda.md). Only a failed detach leaves one to finish.
-        let ended_by_itself =
-            |r: &Record| r.state != State::Stranded && crate::cuda::detaches_by_itself(pid);
-        let active = found
-            .as_ref()
-            .filter(|r| r.state.active() && !ended_by_itself(r));
-        match (purpose, active) {
-            (Purpose::Attach, Some(r)) => return Err(stranded(pid, r, owner)),
-            (Purpose::Finish, None) => {
-                return Err(Error::ActiveSession {
-                    pid,
-                    message: format!(
-                        "no active session is recorded for process {pid}, so there is nothing to detach \
-                         (`rocprof-attach --detach` finishes a session whose detach failed, exit code 11, or \
-                         whose front end was killed during its profiling window)"
-                    ),
-                })
-            }
-            _ => {}
-        }
-        if let (Purpose::Attach, Some(r)) = (purpose, &found) {
-            tracing::info!(
-                "process {pid}: cleared a stale claim of {} {}",
-                r.holder(owner),
-                r.since()
-            );
-        }
+        check_purpose(pid, purpose, found.as_ref(), owner)?;
         if !writable {
             return Err(Error::io(
                 format!(
@@ -127,38 +100,12 @@ impl Claim {
                 std::io::Error::from(std::io::ErrorKind::PermissionDenied),
             ));
         }
-        let now = now();
         let previous = if purpose == Purpose::Finish {
             found
         } else {
             None
         };
-        let record = Record {
-            version: 1,
-            target_pid: pid,
-            target_start,
-            front_end: holder.front_end.clone(),
-            holder_pid: std::process::id() as i32,
-            holder_start: start_time(std::process::id() as i32).unwrap_or(0),
-            uid: nix::unistd::getuid().as_raw(),
-            command: own_command(),
-            since: now,
-            changed: now,
-            state: if purpose == Purpose::Finish {
-                State::Detaching
-            } else {
-                State::Claimed
-            },
-            output: previous
-                .as_ref()
-                .and_then(|p| p.output.clone())
-                .or_else(|| holder.output.clone()),
-            sync_output: previous
-                .as_ref()
-                .and_then(|p| p.sync_output)
-                .or(holder.sync_output),
-            note: None,
-        };
+        let record = new_record(pid, target_start, holder, purpose, previous.as_ref());
         let claim = Claim {
             file,
             dir,
@@ -544,5 +491,71 @@ fn sweep(dir: &OwnedFd, except: i32) {
                 let _ = unlinkat(dir, name);
             }
         }
+    }
+}
+
+/// Refuse a claim that does not fit what is recorded for the target: an attach while a session
+/// is active, a finish when none is; a stale record an attach replaces is logged.
+fn check_purpose(pid: i32, purpose: Purpose, found: Option<&Record>, owner: u32) -> Result<()> {
+    // A CUDA session whose front end is gone ended by itself: the tool detaches when its
+    // connection closes (docs/cuda.md). Only a failed detach leaves one to finish.
+    let ended_by_itself =
+        |r: &Record| r.state != State::Stranded && crate::cuda::detaches_by_itself(pid);
+    let active = found.filter(|r| r.state.active() && !ended_by_itself(r));
+    match (purpose, active) {
+        (Purpose::Attach, Some(r)) => return Err(stranded(pid, r, owner)),
+        (Purpose::Finish, None) => {
+            return Err(Error::ActiveSession {
+                pid,
+                message: format!(
+                    "no active session is recorded for process {pid}, so there is nothing to detach \
+                     (`rocprof-attach --detach` finishes a session whose detach failed, exit code 11, or \
+                     whose front end was killed during its profiling window)"
+                ),
+            })
+        }
+        _ => {}
+    }
+    if let (Purpose::Attach, Some(r)) = (purpose, found) {
+        tracing::info!(
+            "process {pid}: cleared a stale claim of {} {}",
+            r.holder(owner),
+            r.since()
+        );
+    }
+    Ok(())
+}
+
+/// The record of a new claim on `pid` by this process; a finish takes over the output settings of
+/// the `previous` session.
+fn new_record(
+    pid: i32,
+    target_start: u64,
+    holder: &Holder,
+    purpose: Purpose,
+    previous: Option<&Record>,
+) -> Record {
+    let now = now();
+    Record {
+        version: 1,
+        target_pid: pid,
+        target_start,
+        front_end: holder.front_end.clone(),
+        holder_pid: std::process::id() as i32,
+        holder_start: start_time(std::process::id() as i32).unwrap_or(0),
+        uid: nix::unistd::getuid().as_raw(),
+        command: own_command(),
+        since: now,
+        changed: now,
+        state: if purpose == Purpose::Finish {
+            State::Detaching
+        } else {
+            State::Claimed
+        },
+        output: previous
+            .and_then(|p| p.output.clone())
+            .or_else(|| holder.output.clone()),
+        sync_output: previous.and_then(|p| p.sync_output).or(holder.sync_output),
+        note: None,
     }
 }

@@ -26,29 +26,7 @@ pub fn check_output_dir(pid: i32, dir: &Path) -> Result<()> {
     if !fixed.is_absolute() {
         return Ok(());
     }
-    // The first ancestor (or the directory itself) that exists in the target's root.
-    let mut existing: Option<(PathBuf, PathBuf)> = None;
-    for a in fixed.ancestors() {
-        match procfs::resolve_in_root(pid, a) {
-            Ok(Some(resolved)) => {
-                existing = Some((a.to_path_buf(), resolved));
-                break;
-            }
-            Ok(None) => continue,
-            Err(rocprof_engine::Error::ProcessGone { pid }) => {
-                return Err(Error::ProcessGone { pid })
-            }
-            // Cannot look (permissions): the target will tell; do not guess.
-            Err(e) => {
-                tracing::debug!(
-                    "process {pid}: cannot check output directory {}: {e}",
-                    a.display()
-                );
-                return Ok(());
-            }
-        }
-    }
-    let Some((ancestor, resolved)) = existing else {
+    let Some((ancestor, resolved)) = nearest_existing(pid, &fixed)? else {
         return Ok(());
     };
     let host = procfs::in_root(pid, &resolved);
@@ -80,25 +58,56 @@ pub fn check_output_dir(pid: i32, dir: &Path) -> Result<()> {
             ),
         ));
     }
-    if let Ok(fs) = nix::sys::statfs::statfs(&host) {
+    if let Some(why) = unwritable_filesystem(&host, &what) {
+        return Err(refuse(pid, dir, why));
+    }
+    check_permissions(pid, dir, &meta, &what)
+}
+
+/// The first ancestor of `fixed` (or `fixed` itself) that exists in the target's root, and its
+/// path there with links resolved; None when none exists or the target's root cannot be looked
+/// at (permissions: the target will tell; do not guess).
+fn nearest_existing(pid: i32, fixed: &Path) -> Result<Option<(PathBuf, PathBuf)>> {
+    for a in fixed.ancestors() {
+        match procfs::resolve_in_root(pid, a) {
+            Ok(Some(resolved)) => return Ok(Some((a.to_path_buf(), resolved))),
+            Ok(None) => continue,
+            Err(rocprof_engine::Error::ProcessGone { pid }) => {
+                return Err(Error::ProcessGone { pid })
+            }
+            Err(e) => {
+                tracing::debug!(
+                    "process {pid}: cannot check output directory {}: {e}",
+                    a.display()
+                );
+                return Ok(None);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Why no file can be created on the filesystem of `host` (a kernel or read-only one), if so;
+/// `what` names the directory.
+fn unwritable_filesystem(host: &Path, what: &str) -> Option<String> {
+    if let Ok(fs) = nix::sys::statfs::statfs(host) {
         let t = fs.filesystem_type();
         if t == nix::sys::statfs::PROC_SUPER_MAGIC || t == nix::sys::statfs::SYSFS_MAGIC {
-            return Err(refuse(
-                pid,
-                dir,
-                format!("{what} is on a kernel filesystem (/proc or /sys) where no files can be created"),
+            return Some(format!(
+                "{what} is on a kernel filesystem (/proc or /sys) where no files can be created"
             ));
         }
     }
-    if nix::sys::statvfs::statvfs(&host)
+    if nix::sys::statvfs::statvfs(host)
         .is_ok_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
     {
-        return Err(refuse(
-            pid,
-            dir,
-            format!("{what} is on a read-only filesystem"),
-        ));
+        return Some(format!("{what} is on a read-only filesystem"));
     }
+    None
+}
+
+/// Refuse a directory (`meta`, named `what`) that the target's user cannot write and search.
+fn check_permissions(pid: i32, dir: &Path, meta: &std::fs::Metadata, what: &str) -> Result<()> {
     let status = procfs::status(pid)?;
     let (uid, gid) = (status.uid[3], status.gid[3]);
     if uid == 0 {

@@ -8,6 +8,7 @@ use crate::envbuf::{self, EnvList};
 use crate::error::{Error, Result};
 use rocprof_engine::agent::{self, Job, Outcome};
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// A process we attached to: all a later [`super::detach()`] needs, so it can be kept by a
 /// library front end between calls.
@@ -75,60 +76,12 @@ pub fn attach(
             .into_iter()
             .filter(|p| p.report.pid == p.root || out.attached.iter().any(|a| a.pid == p.root))
             .collect();
-        let (cuda, rocm): (Vec<&Planned>, Vec<&Planned>) =
-            phase.iter().partition(|p| p.report.cuda.is_some());
-        let jobs: Vec<(agent::Target, Job)> = rocm.iter().map(|p| attach_job(env, p)).collect();
-        for p in &phase {
-            plan.claims.set(p.report.pid, State::Attaching);
-        }
-        let outcomes = injector.inject_all(&jobs, parallelism, &|_| {});
-        let mut results: std::collections::HashMap<i32, Result<Attachment>> = rocm
-            .iter()
-            .zip(outcomes)
-            .map(|(p, o)| (p.report.pid, attachment(p, o.map_err(Error::from))))
-            .collect();
-        let linked = super::parallel(&cuda, parallelism, |p| cuda_attachment(p, env, injector));
-        results.extend(cuda.iter().map(|p| p.report.pid).zip(linked));
+        let mut results = attach_phase(&phase, plan, env, parallelism, injector);
         for p in &phase {
             let r = results
                 .remove(&p.report.pid)
                 .expect("one result per process");
-            match r {
-                Ok(a) => {
-                    plan.claims.set(a.pid, State::Attached);
-                    events(Event::Attached {
-                        pid: a.pid,
-                        listener_tid: a.listener_tid,
-                        attach_ms: a.attach_us as f64 / 1000.0,
-                        stopped_us: a.stopped_us,
-                    });
-                    // What the CUDA tool cannot promise (settings it does not implement, NVTX
-                    // without injection at launch).
-                    for note in a.cuda.iter().flat_map(|l| &l.started.notes) {
-                        events(Event::Warning {
-                            pid: Some(a.pid),
-                            message: format!("process {}: {note}", a.pid),
-                        });
-                    }
-                    out.attached.push(a);
-                }
-                Err(e) => {
-                    // The register restores everything when its attach fails: nothing is active.
-                    plan.claims.set(p.report.pid, State::Claimed);
-                    events(Event::Failed {
-                        pid: p.report.pid,
-                        stage: Stage::Attach,
-                        message: e.to_string(),
-                        hint: None,
-                        exited: false,
-                    });
-                    out.failures.push(Failure {
-                        pid: p.report.pid,
-                        stage: Stage::Attach,
-                        error: e,
-                    });
-                }
-            }
+            record(&mut out, plan, p.report.pid, r, events);
         }
         if interrupted() {
             out.interrupted = true;
@@ -139,6 +92,72 @@ pub fn attach(
         events(Event::AttachedAll { pids: out.pids() });
     }
     out
+}
+
+/// Attach the processes of one phase, CUDA ones through their tool, the others through
+/// `injector`: the result of each, by process id.
+fn attach_phase(
+    phase: &[&Planned],
+    plan: &Plan,
+    env: &EnvList,
+    parallelism: usize,
+    injector: &dyn Injector,
+) -> HashMap<i32, Result<Attachment>> {
+    let (cuda, rocm): (Vec<&Planned>, Vec<&Planned>) =
+        phase.iter().partition(|p| p.report.cuda.is_some());
+    let jobs: Vec<(agent::Target, Job)> = rocm.iter().map(|p| attach_job(env, p)).collect();
+    for p in phase {
+        plan.claims.set(p.report.pid, State::Attaching);
+    }
+    let outcomes = injector.inject_all(&jobs, parallelism, &|_| {});
+    let mut results: HashMap<i32, Result<Attachment>> = rocm
+        .iter()
+        .zip(outcomes)
+        .map(|(p, o)| (p.report.pid, attachment(p, o.map_err(Error::from))))
+        .collect();
+    let linked = super::parallel(&cuda, parallelism, |p| cuda_attachment(p, env, injector));
+    results.extend(cuda.iter().map(|p| p.report.pid).zip(linked));
+    results
+}
+
+/// Record the attach of process `pid`: its claim, its events, and the attachment or failure.
+fn record(out: &mut AttachOutcome, plan: &Plan, pid: i32, r: Result<Attachment>, events: Events) {
+    match r {
+        Ok(a) => {
+            plan.claims.set(a.pid, State::Attached);
+            events(Event::Attached {
+                pid: a.pid,
+                listener_tid: a.listener_tid,
+                attach_ms: a.attach_us as f64 / 1000.0,
+                stopped_us: a.stopped_us,
+            });
+            // What the CUDA tool cannot promise (settings it does not implement, NVTX
+            // without injection at launch).
+            for note in a.cuda.iter().flat_map(|l| &l.started.notes) {
+                events(Event::Warning {
+                    pid: Some(a.pid),
+                    message: format!("process {}: {note}", a.pid),
+                });
+            }
+            out.attached.push(a);
+        }
+        Err(e) => {
+            // The register restores everything when its attach fails: nothing is active.
+            plan.claims.set(pid, State::Claimed);
+            events(Event::Failed {
+                pid,
+                stage: Stage::Attach,
+                message: e.to_string(),
+                hint: None,
+                exited: false,
+            });
+            out.failures.push(Failure {
+                pid,
+                stage: Stage::Attach,
+                error: e,
+            });
+        }
+    }
 }
 
 /// Attach one planned process through `injector`.

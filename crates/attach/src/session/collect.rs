@@ -7,7 +7,9 @@ use super::detach::DetachOutcome;
 use super::events::{Event, Events};
 use super::output_wait::OutputWait;
 use super::plan::Plan;
-use super::report::{results_of, verdict, FileReport, Message, SessionReport, Severity};
+use super::report::{
+    results_of, verdict, FileReport, Message, ProcessReport, SessionReport, Severity,
+};
 use super::wait::WaitEnd;
 use super::AttachRequest;
 use crate::outputs::{self, Snapshot, WrittenFile};
@@ -140,36 +142,7 @@ impl Collector {
         files.extend(convert_missing_formats(req, &files, events));
         let owners = outputs::owners(&files, &prefixes);
         let mut processes = results_of(plan, attach, &end.exited, detach);
-        for p in &mut processes {
-            p.files = files
-                .iter()
-                .zip(&owners)
-                .filter(|(_, o)| **o == Some(p.pid))
-                .map(|(f, _)| f.path.clone())
-                .collect();
-        }
-        let files: Vec<FileReport> = files
-            .into_iter()
-            .zip(owners)
-            .map(|(f, pid)| FileReport {
-                problem: super::verify::problem(&f.host_path),
-                path: f.path,
-                host_path: f.host_path,
-                size: f.size,
-                pid,
-            })
-            .collect();
-        for f in &files {
-            tracing::debug!(
-                "file {} ({} bytes, {})",
-                f.path.display(),
-                f.size,
-                match f.pid {
-                    Some(pid) => format!("process {pid}"),
-                    None => "not attributed to a process".to_string(),
-                }
-            );
-        }
+        let files = attribute(&mut processes, files, owners);
         // Asynchronous output not written yet when the wait ended: it is coming, not missing.
         let pending = files.is_empty()
             && !req.sync_output
@@ -179,20 +152,7 @@ impl Collector {
                 OutputWait::TimedOut | OutputWait::Stopped | OutputWait::NotWaited
             );
         let (mut messages, mut exit_code) = if pending {
-            let mut messages = vec![Message {
-                severity: Severity::Warning,
-                text: format!(
-                    "output not yet written: with --attach-sync-output=false the tool writes its files in the \
-                     background, and none was complete {}; they will appear later under {} (as seen by the \
-                     target). Wait longer with --output-timeout, or use synchronous output",
-                    match waited {
-                        OutputWait::Stopped => "when the wait was interrupted".to_string(),
-                        OutputWait::NotWaited => "at the detach (--output-timeout 0: not waited)".to_string(),
-                        _ => format!("after --output-timeout {}", super::output_wait::describe(req.output_wait)),
-                    },
-                    self_places
-                ),
-            }];
+            let mut messages = vec![not_yet_written(req, waited, &self_places)];
             let code = super::report::aggregate(&processes, &mut messages);
             (messages, code)
         } else {
@@ -200,35 +160,8 @@ impl Collector {
                 no_output_hint(req, attach, &output)
             })
         };
-        let bad: Vec<&FileReport> = files.iter().filter(|f| f.problem.is_some()).collect();
-        if !bad.is_empty() {
-            // Nothing written is not success: name the files, their state and the cause.
-            let list: Vec<String> = bad
-                .iter()
-                .map(|f| {
-                    format!(
-                        "{} is {}",
-                        f.path.display(),
-                        f.problem.as_deref().unwrap_or("")
-                    )
-                })
-                .collect();
-            let dir = bad[0]
-                .host_path
-                .parent()
-                .unwrap_or(std::path::Path::new("/"));
-            messages.push(Message {
-                severity: Severity::Error,
-                text: format!(
-                    "the output is incomplete: {} of {} file{} written {} not whole ({}); {}",
-                    bad.len(),
-                    files.len(),
-                    super::plural(files.len()),
-                    if bad.len() == 1 { "is" } else { "are" },
-                    list.join("; "),
-                    super::verify::space_cause(dir)
-                ),
-            });
+        if let Some(m) = incomplete(&files) {
+            messages.push(m);
             if matches!(exit_code, ExitCode::Success | ExitCode::FormatMissing) {
                 exit_code = ExitCode::NoOutput;
             }
@@ -258,6 +191,99 @@ impl Collector {
             exit_code,
         }
     }
+}
+
+/// Give each process the files it wrote, and describe every file (whose it is, whether whole).
+fn attribute(
+    processes: &mut [ProcessReport],
+    files: Vec<WrittenFile>,
+    owners: Vec<Option<i32>>,
+) -> Vec<FileReport> {
+    for p in processes.iter_mut() {
+        p.files = files
+            .iter()
+            .zip(&owners)
+            .filter(|(_, o)| **o == Some(p.pid))
+            .map(|(f, _)| f.path.clone())
+            .collect();
+    }
+    let files: Vec<FileReport> = files
+        .into_iter()
+        .zip(owners)
+        .map(|(f, pid)| FileReport {
+            problem: super::verify::problem(&f.host_path),
+            path: f.path,
+            host_path: f.host_path,
+            size: f.size,
+            pid,
+        })
+        .collect();
+    for f in &files {
+        tracing::debug!(
+            "file {} ({} bytes, {})",
+            f.path.display(),
+            f.size,
+            match f.pid {
+                Some(pid) => format!("process {pid}"),
+                None => "not attributed to a process".to_string(),
+            }
+        );
+    }
+    files
+}
+
+/// The warning for asynchronous output that was not written when the wait ended (`places`: where
+/// it will appear).
+fn not_yet_written(req: &AttachRequest, waited: OutputWait, places: &str) -> Message {
+    Message {
+        severity: Severity::Warning,
+        text: format!(
+            "output not yet written: with --attach-sync-output=false the tool writes its files in the \
+             background, and none was complete {}; they will appear later under {} (as seen by the \
+             target). Wait longer with --output-timeout, or use synchronous output",
+            match waited {
+                OutputWait::Stopped => "when the wait was interrupted".to_string(),
+                OutputWait::NotWaited => "at the detach (--output-timeout 0: not waited)".to_string(),
+                _ => format!("after --output-timeout {}", super::output_wait::describe(req.output_wait)),
+            },
+            places
+        ),
+    }
+}
+
+/// The error naming the files that are not whole, their state and the cause; None if all are.
+fn incomplete(files: &[FileReport]) -> Option<Message> {
+    let bad: Vec<&FileReport> = files.iter().filter(|f| f.problem.is_some()).collect();
+    if bad.is_empty() {
+        return None;
+    }
+    // Nothing written is not success: name the files, their state and the cause.
+    let list: Vec<String> = bad
+        .iter()
+        .map(|f| {
+            format!(
+                "{} is {}",
+                f.path.display(),
+                f.problem.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    let dir = bad[0]
+        .host_path
+        .parent()
+        .unwrap_or(std::path::Path::new("/"));
+    Some(Message {
+        severity: Severity::Error,
+        text: format!(
+            "the output is incomplete: {} of {} file{} written {} not whole ({}); {}",
+            bad.len(),
+            files.len(),
+            super::plural(files.len()),
+            if bad.len() == 1 { "is" } else { "are" },
+            list.join("; "),
+            super::verify::space_cause(dir)
+        ),
+    })
 }
 
 /// If the user asked for CSV, JSON, Perfetto or OTF2 and the tool only wrote rocpd databases,
@@ -295,58 +321,74 @@ fn convert_missing_formats(
         .collect();
     let mut out = Vec::new();
     for file in dbs {
-        let db = &file.host_path;
-        let dir = db.parent().map(PathBuf::from).unwrap_or_default();
-        // Where the target sees that directory: what the user typed, not /proc/PID/root/...
-        let plain_dir = file.path.parent().map(PathBuf::from).unwrap_or_default();
-        let stem = db.file_name().map(|n| {
-            n.to_string_lossy()
-                .trim_end_matches("_results.db")
-                .trim_end_matches(".db")
-                .to_string()
-        });
-        let name = stem.unwrap_or_else(|| "results".into());
-        // Converted files belong beside the database like the tool's own: same owner.
-        let owner = std::fs::metadata(db).ok().map(|m| {
-            use std::os::unix::fs::MetadataExt;
-            (m.uid(), m.gid())
-        });
-        // One format at a time: a format that cannot be written (OTF2 in a build without it)
-        // does not cost the others.
-        for format in &missing {
-            tracing::debug!("converting {} to {format}", db.display());
-            match rocprof_rocpd::convert_outputs(std::slice::from_ref(db), &[*format], &dir, &name) {
-                Ok(written) => out.extend(written.into_iter().map(|p| {
-                    if let Some((uid, gid)) = owner {
-                        if let Err(e) = chown_tree(&p, uid, gid) {
-                            events(Event::Warning {
-                                pid: None,
-                                message: format!(
-                                    "could not give {} to the owner of {} (uid {uid}, gid {gid}): {e}",
-                                    p.display(),
-                                    db.display()
-                                ),
-                            });
-                        }
-                    }
-                    WrittenFile {
-                        path: p
-                            .strip_prefix(&dir)
-                            .map(|rel| plain_dir.join(rel))
-                            .unwrap_or_else(|_| p.clone()),
-                        // A directory (an OTF2 archive) is sized by its contents.
-                        size: outputs::disk_size(&p),
-                        host_path: p,
-                    }
-                })),
-                Err(e) => events(Event::Warning {
-                    pid: None,
-                    message: format!("could not convert {} to {format}: {e}", db.display()),
-                }),
-            }
+        out.extend(convert_database(file, &missing, events));
+    }
+    out
+}
+
+/// Convert one rocpd database to each of `formats`, beside it, as its owner.
+fn convert_database(
+    file: &WrittenFile,
+    formats: &[OutputFormat],
+    events: Events,
+) -> Vec<WrittenFile> {
+    let db = &file.host_path;
+    let dir = db.parent().map(PathBuf::from).unwrap_or_default();
+    // Where the target sees that directory: what the user typed, not /proc/PID/root/...
+    let plain_dir = file.path.parent().map(PathBuf::from).unwrap_or_default();
+    let stem = db.file_name().map(|n| {
+        n.to_string_lossy()
+            .trim_end_matches("_results.db")
+            .trim_end_matches(".db")
+            .to_string()
+    });
+    let name = stem.unwrap_or_else(|| "results".into());
+    // Converted files belong beside the database like the tool's own: same owner.
+    let owner = std::fs::metadata(db).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.uid(), m.gid())
+    });
+    let mut out = Vec::new();
+    // One format at a time: a format that cannot be written (OTF2 in a build without it)
+    // does not cost the others.
+    for format in formats {
+        tracing::debug!("converting {} to {format}", db.display());
+        match rocprof_rocpd::convert_outputs(std::slice::from_ref(db), &[*format], &dir, &name) {
+            Ok(written) => out.extend(written.into_iter().map(|p| {
+                if let Some((uid, gid)) = owner {
+                    give_to_owner(&p, uid, gid, db, events);
+                }
+                WrittenFile {
+                    path: p
+                        .strip_prefix(&dir)
+                        .map(|rel| plain_dir.join(rel))
+                        .unwrap_or_else(|_| p.clone()),
+                    // A directory (an OTF2 archive) is sized by its contents.
+                    size: outputs::disk_size(&p),
+                    host_path: p,
+                }
+            })),
+            Err(e) => events(Event::Warning {
+                pid: None,
+                message: format!("could not convert {} to {format}: {e}", db.display()),
+            }),
         }
     }
     out
+}
+
+/// Give a converted file to the owner of its database (`uid`:`gid`), with a warning if that fails.
+fn give_to_owner(p: &std::path::Path, uid: u32, gid: u32, db: &std::path::Path, events: Events) {
+    if let Err(e) = chown_tree(p, uid, gid) {
+        events(Event::Warning {
+            pid: None,
+            message: format!(
+                "could not give {} to the owner of {} (uid {uid}, gid {gid}): {e}",
+                p.display(),
+                db.display()
+            ),
+        });
+    }
 }
 
 /// Give `path` (and everything under it, for a directory such as an OTF2 archive) to `uid`:`gid`

@@ -219,15 +219,45 @@ pub fn detach_with(
     events: Events,
     ctl: &DetachControl,
 ) -> DetachOutcome {
-    let mut out = DetachOutcome::default();
     if attached.is_empty() {
-        return out;
+        return DetachOutcome::default();
     }
     events(Event::Detaching { sync_output });
-    // Where to inject, for each process: as found before the attach when its listener is still
-    // there (rarely, everything is looked up again). A stopped process cannot run the detach call
-    // and is waited for (bounded), on its own thread; every other detach goes out at once, at
-    // most `parallelism` at a time.
+    let mut results = first_try(attached, parallelism, injector, events, ctl);
+    let stopped: Vec<&Attachment> = attached
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_none())
+        .map(|(a, _)| a)
+        .collect();
+    let mut waited = parallel(&stopped, parallelism, |a| {
+        detach_stopped(a, injector, ctl, events)
+    })
+    .into_iter();
+    let results: Vec<Result<Detached>> = attached
+        .iter()
+        .zip(results.iter_mut())
+        .map(|(a, r)| {
+            r.take()
+                .unwrap_or_else(|| waited.next().expect("one result per stopped process"))
+                .map_err(|e| as_detach_failure(a.pid, e))
+        })
+        .collect();
+    outcome(attached, results, events)
+}
+
+/// The first detach of every process: None for one that is stopped, to wait for. Where to
+/// inject, for each process: as found before the attach when its listener is still there
+/// (rarely, everything is looked up again). A stopped process cannot run the detach call and is
+/// waited for (bounded), on its own thread; every other detach goes out at once, at most
+/// `parallelism` at a time.
+fn first_try(
+    attached: &[Attachment],
+    parallelism: usize,
+    injector: &dyn Injector,
+    events: Events,
+    ctl: &DetachControl,
+) -> Vec<Option<Result<Detached>>> {
     let prepared: Vec<Prepared> = attached
         .iter()
         .map(|a| match a.cuda {
@@ -248,7 +278,7 @@ pub fn detach_with(
     let mut outcomes = injector.inject_all(&jobs, parallelism, &handed).into_iter();
     // Stopped before the detach, or found stopped by it (job control can stop the listener
     // between our state check and the interrupt): these wait, bounded, and try again.
-    let mut results: Vec<Option<Result<Detached>>> = prepared
+    prepared
         .into_iter()
         .map(|p| match p {
             Prepared::Ready(t) => match outcomes.next().expect("one outcome per job") {
@@ -259,26 +289,16 @@ pub fn detach_with(
             Prepared::Failed(e) => Some(Err(e)),
             Prepared::Cuda => Some(unlinked.next().expect("one result per CUDA process")),
         })
-        .collect();
-    let stopped: Vec<&Attachment> = attached
-        .iter()
-        .zip(&results)
-        .filter(|(_, r)| r.is_none())
-        .map(|(a, _)| a)
-        .collect();
-    let mut waited = parallel(&stopped, parallelism, |a| {
-        detach_stopped(a, injector, ctl, events)
-    })
-    .into_iter();
-    let results: Vec<Result<Detached>> = attached
-        .iter()
-        .zip(results.iter_mut())
-        .map(|(a, r)| {
-            r.take()
-                .unwrap_or_else(|| waited.next().expect("one result per stopped process"))
-                .map_err(|e| as_detach_failure(a.pid, e))
-        })
-        .collect();
+        .collect()
+}
+
+/// Report the detach of each process of `attached`: failures, then successes.
+fn outcome(
+    attached: &[Attachment],
+    results: Vec<Result<Detached>>,
+    events: Events,
+) -> DetachOutcome {
+    let mut out = DetachOutcome::default();
     let mut ok = Vec::new();
     for (a, r) in attached.iter().zip(results) {
         match r {

@@ -51,6 +51,56 @@ pub enum OutputWait {
     TimedOut,
 }
 
+/// What woke one poll of the wait.
+struct Woken {
+    /// A file event (inotify is readable).
+    file_events: bool,
+    /// Indexes in the watched processes of those that exited.
+    gone: Vec<usize>,
+    /// The stop descriptor is readable.
+    stopped: bool,
+}
+
+/// Wait, at most `until`, for a file event, the exit of a `watched` process or the `stop`
+/// descriptor; None if the poll failed.
+fn poll(
+    inotify: Option<&Inotify>,
+    watched: &[(i32, OwnedFd)],
+    stop: Option<BorrowedFd<'_>>,
+    until: Duration,
+) -> Option<Woken> {
+    let mut set = Vec::new();
+    if let Some(ino) = inotify {
+        set.push(PollFd::new(ino.as_fd(), PollFlags::POLLIN));
+    }
+    let first_pid = set.len();
+    set.extend(
+        watched
+            .iter()
+            .map(|(_, fd)| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
+    );
+    let stop_at = set.len();
+    if let Some(s) = stop {
+        set.push(PollFd::new(s, PollFlags::POLLIN));
+    }
+    let t = nix::sys::time::TimeSpec::from_duration(until);
+    match nix::poll::ppoll(&mut set, Some(t), None) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+        Err(e) => {
+            tracing::debug!("poll failed while waiting for output: {e}");
+            return None;
+        }
+    }
+    let ready = |p: &PollFd| p.revents().is_some_and(|r| !r.is_empty());
+    Some(Woken {
+        file_events: inotify.is_some() && ready(&set[0]),
+        gone: (0..watched.len())
+            .filter(|&i| ready(&set[first_pid + i]))
+            .collect(),
+        stopped: stop.is_some() && ready(&set[stop_at]),
+    })
+}
+
 impl Collector {
     /// Wait, at most `timeout`, until the tool of each of `pids` (the processes just detached
     /// with asynchronous output) has written its files; see the module documentation.
@@ -99,35 +149,14 @@ impl Collector {
             if let Some(since) = complete_since {
                 until = until.min(SETTLE.saturating_sub(since.elapsed()));
             }
-            let mut set = Vec::new();
-            if let Some(ino) = &inotify {
-                set.push(PollFd::new(ino.as_fd(), PollFlags::POLLIN));
-            }
-            let first_pid = set.len();
-            set.extend(
-                watched
-                    .iter()
-                    .map(|(_, fd)| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
-            );
-            let stop_at = set.len();
-            if let Some(s) = stop {
-                set.push(PollFd::new(s, PollFlags::POLLIN));
-            }
-            let t = nix::sys::time::TimeSpec::from_duration(until);
-            match nix::poll::ppoll(&mut set, Some(t), None) {
-                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => {
-                    tracing::debug!("poll failed while waiting for output: {e}");
-                    break OutputWait::TimedOut;
-                }
-            }
-            let ready = |p: &PollFd| p.revents().is_some_and(|r| !r.is_empty());
-            let stopped = stop.is_some() && ready(&set[stop_at]);
-            let gone: Vec<usize> = (0..watched.len())
-                .filter(|&i| ready(&set[first_pid + i]))
-                .collect();
-            let file_events = inotify.is_some() && ready(&set[0]);
-            drop(set);
+            let Some(Woken {
+                file_events,
+                gone,
+                stopped,
+            }) = poll(inotify.as_ref(), &watched, stop, until)
+            else {
+                break OutputWait::TimedOut;
+            };
             if file_events {
                 if let Some(ino) = &inotify {
                     // Only the wake matters: the directory is looked at again above.

@@ -9,6 +9,7 @@ use crate::preflight::{self, Report, LISTENER_COMM};
 use crate::targets::{self, TargetSelection};
 use crate::toolpath::ToolChecks;
 use rocprof_engine::procfs;
+use std::collections::HashMap;
 
 /// A process that passed preflight and will be attached.
 #[derive(Debug, Clone)]
@@ -277,6 +278,14 @@ fn skipped_without_listener(pid: i32, what: &str, why: &str) -> Event {
     }
 }
 
+/// What the preflights before planning found: every root's tree, and each process's preflight.
+struct Preflights {
+    /// Each root, in order, with its descendants (none without `children`).
+    trees: Vec<(i32, Vec<i32>)>,
+    /// The preflight of every root and descendant, taken out as it is planned.
+    checked: HashMap<i32, Checked>,
+}
+
 fn plan_inner(
     roots: &[i32],
     children: bool,
@@ -285,10 +294,35 @@ fn plan_inner(
     parallelism: usize,
     events: Events,
 ) -> Result<Plan> {
-    // One parallel pass over the roots (each root's tree, then its preflight), then one over the
-    // descendants that are not roots themselves, only when there are any: starting the threads
-    // costs more than a tree's few `/proc` reads, so the common case starts them once. The
-    // preflights only read `/proc` and ELF files.
+    let Preflights { trees, mut checked } = preflight_trees(roots, children, tool, parallelism);
+    let mut plan = Plan::default();
+    let only_root = roots.len() == 1;
+    for (root, descendants) in trees {
+        let planned = plan_root(
+            &mut plan,
+            root,
+            &mut checked,
+            only_root,
+            skip_without_listener,
+            events,
+        )?;
+        if planned && children {
+            plan_descendants(&mut plan, root, descendants, &mut checked, events);
+        }
+    }
+    Ok(plan)
+}
+
+/// One parallel pass over the roots (each root's tree, then its preflight), then one over the
+/// descendants that are not roots themselves, only when there are any: starting the threads
+/// costs more than a tree's few `/proc` reads, so the common case starts them once. The
+/// preflights only read `/proc` and ELF files.
+fn preflight_trees(
+    roots: &[i32],
+    children: bool,
+    tool: Option<&str>,
+    parallelism: usize,
+) -> Preflights {
     let started = std::time::Instant::now();
     // Many processes (every rank of a job) name the same tool: check it once per mount namespace
     // and root. One process keeps the plain check (no extra `stat`s).
@@ -311,8 +345,7 @@ fn plan_inner(
         };
         (descendants, check(root, shared))
     });
-    let mut checked: std::collections::HashMap<i32, Checked> =
-        std::collections::HashMap::with_capacity(roots.len());
+    let mut checked: HashMap<i32, Checked> = HashMap::with_capacity(roots.len());
     let mut trees: Vec<(i32, Vec<i32>)> = Vec::with_capacity(roots.len());
     for (&root, (descendants, c)) in roots.iter().zip(first) {
         checked.entry(root).or_insert(c);
@@ -338,88 +371,105 @@ fn plan_inner(
         plural(rest.len()),
         started.elapsed().as_secs_f64() * 1e3
     );
-    let mut plan = Plan::default();
-    for (root, descendants) in trees {
-        // A selected process may already be planned as a descendant of an earlier root.
-        if plan.targets.iter().any(|p| p.report.pid == root) {
+    Preflights { trees, checked }
+}
+
+/// Plan one root from its preflight; whether it was planned. A root that fails is the error when
+/// it is the only one, else recorded; with `skip_without_listener`, one that is gone or has no
+/// listener is skipped (with a warning for the latter).
+fn plan_root(
+    plan: &mut Plan,
+    root: i32,
+    checked: &mut HashMap<i32, Checked>,
+    only_root: bool,
+    skip_without_listener: bool,
+    events: Events,
+) -> Result<bool> {
+    // A selected process may already be planned as a descendant of an earlier root.
+    if plan.targets.iter().any(|p| p.report.pid == root) {
+        return Ok(false);
+    }
+    let Some(Checked {
+        report,
+        no_listener,
+    }) = checked.remove(&root)
+    else {
+        return Ok(false);
+    };
+    match report {
+        Ok(report) => {
+            planned(&report, root, events);
+            plan.targets.push(Planned { report, root });
+            Ok(true)
+        }
+        Err(Error::ProcessGone { .. }) if skip_without_listener => Ok(false),
+        Err(_) if skip_without_listener && no_listener => {
+            let why = "Start it with ROCP_TOOL_ATTACH=1 to profile it.";
+            events(skipped_without_listener(root, "selected", why));
+            Ok(false)
+        }
+        Err(e) if only_root => Err(e),
+        Err(e) => {
+            events(failed(root, Stage::Plan, &e));
+            plan.failures.push(Failure {
+                pid: root,
+                stage: Stage::Plan,
+                error: e,
+            });
+            Ok(false)
+        }
+    }
+}
+
+/// Plan a planned root's descendants from their preflights: those that fail are skipped with a
+/// warning (and recorded unless gone or without a listener).
+fn plan_descendants(
+    plan: &mut Plan,
+    root: i32,
+    descendants: Vec<i32>,
+    checked: &mut HashMap<i32, Checked>,
+    events: Events,
+) {
+    tracing::debug!(
+        "process {root}: {} descendant{} to check: {}",
+        descendants.len(),
+        plural(descendants.len()),
+        join(&descendants)
+    );
+    for d in descendants {
+        if plan.targets.iter().any(|p| p.report.pid == d) {
             continue;
         }
         let Some(Checked {
             report,
             no_listener,
-        }) = checked.remove(&root)
+        }) = checked.remove(&d)
         else {
             continue;
         };
-        let report = match report {
-            Ok(r) => r,
-            Err(Error::ProcessGone { .. }) if skip_without_listener => continue,
+        match report {
+            Ok(report) => {
+                planned(&report, root, events);
+                plan.targets.push(Planned { report, root });
+            }
+            Err(Error::ProcessGone { .. }) => {}
+            Err(_) if no_listener => {
+                let why = "Fork-only descendants do not inherit the parent's attachment listener.";
+                events(skipped_without_listener(d, "descendant", why));
+            }
             Err(e) => {
-                if skip_without_listener && no_listener {
-                    let why = "Start it with ROCP_TOOL_ATTACH=1 to profile it.";
-                    events(skipped_without_listener(root, "selected", why));
-                    continue;
-                }
-                if roots.len() == 1 {
-                    return Err(e);
-                }
-                events(failed(root, Stage::Plan, &e));
+                events(Event::Warning {
+                    pid: Some(d),
+                    message: format!("skipping descendant process {d}: {e}"),
+                });
                 plan.failures.push(Failure {
-                    pid: root,
+                    pid: d,
                     stage: Stage::Plan,
                     error: e,
                 });
-                continue;
-            }
-        };
-        planned(&report, root, events);
-        plan.targets.push(Planned { report, root });
-        if !children {
-            continue;
-        }
-        tracing::debug!(
-            "process {root}: {} descendant{} to check: {}",
-            descendants.len(),
-            plural(descendants.len()),
-            join(&descendants)
-        );
-        for d in descendants {
-            if plan.targets.iter().any(|p| p.report.pid == d) {
-                continue;
-            }
-            let Some(Checked {
-                report,
-                no_listener,
-            }) = checked.remove(&d)
-            else {
-                continue;
-            };
-            match report {
-                Ok(report) => {
-                    planned(&report, root, events);
-                    plan.targets.push(Planned { report, root });
-                }
-                Err(Error::ProcessGone { .. }) => {}
-                Err(_) if no_listener => {
-                    let why =
-                        "Fork-only descendants do not inherit the parent's attachment listener.";
-                    events(skipped_without_listener(d, "descendant", why));
-                }
-                Err(e) => {
-                    events(Event::Warning {
-                        pid: Some(d),
-                        message: format!("skipping descendant process {d}: {e}"),
-                    });
-                    plan.failures.push(Failure {
-                        pid: d,
-                        stage: Stage::Plan,
-                        error: e,
-                    });
-                }
             }
         }
     }
-    Ok(plan)
 }
 
 /// Report a planned process: the plan at info level, its warnings as events.

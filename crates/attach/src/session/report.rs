@@ -305,6 +305,35 @@ pub fn nothing_attached(plan: &Plan, attach: &AttachOutcome) -> SessionReport {
     }
 }
 
+/// The error for processes that could not be detached: the profiler may still be active in them,
+/// writing under `output`, and how to finish their session.
+fn still_active(still_profiled: &[i32], output: &str) -> Message {
+    let n = still_profiled.len();
+    Message::error(format!(
+        "the profiler may still be active in process{} {}: it was not detached, keeps collecting, and \
+         writes its output under {output} when {} exit{} (not into this session's file list); a new \
+         attach is refused until this session is finished. Fix: if {} stopped, continue {} with `kill -CONT {}`, \
+         then finish the session with {} (or let {} finish normally to get the output)",
+        plural(n),
+        join(still_profiled),
+        if n == 1 { "it" } else { "they" },
+        if n == 1 { "s" } else { "" },
+        if n == 1 { "it is" } else { "they are" },
+        if n == 1 { "it" } else { "them" },
+        still_profiled
+            .iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(" "),
+        still_profiled
+            .iter()
+            .map(|p| format!("`rocprof-attach --detach -p {p}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if n == 1 { "it" } else { "them" },
+    ))
+}
+
 /// Conclusions about processes that exited or could not be detached, and the exit code, once the
 /// files are known. `output` says where the tool writes (for processes still profiled).
 pub(super) fn verdict(
@@ -320,30 +349,7 @@ pub(super) fn verdict(
         .map(|r| r.pid)
         .collect();
     if !still_profiled.is_empty() {
-        let n = still_profiled.len();
-        messages.push(Message::error(format!(
-            "the profiler may still be active in process{} {}: it was not detached, keeps collecting, and \
-             writes its output under {output} when {} exit{} (not into this session's file list); a new \
-             attach is refused until this session is finished. Fix: if {} stopped, continue {} with `kill -CONT {}`, \
-             then finish the session with {} (or let {} finish normally to get the output)",
-            plural(n),
-            join(&still_profiled),
-            if n == 1 { "it" } else { "they" },
-            if n == 1 { "s" } else { "" },
-            if n == 1 { "it is" } else { "they are" },
-            if n == 1 { "it" } else { "them" },
-            still_profiled
-                .iter()
-                .map(i32::to_string)
-                .collect::<Vec<_>>()
-                .join(" "),
-            still_profiled
-                .iter()
-                .map(|p| format!("`rocprof-attach --detach -p {p}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            if n == 1 { "it" } else { "them" },
-        )));
+        messages.push(still_active(&still_profiled, output));
         if no_files {
             // Not "no output": the output has not been written yet.
             let code = aggregate(processes, &mut messages);

@@ -32,6 +32,33 @@ pub struct WaitEnd {
     pub exited: Vec<i32>,
 }
 
+/// What one poll of the window found.
+struct Ready {
+    /// A signal arrived.
+    signal: bool,
+    /// Stdin is readable.
+    enter: bool,
+    /// Indexes in the watched processes of those that exited.
+    gone: Vec<usize>,
+}
+
+/// A pidfd for each of `pids` to watch, and those already gone. A process that is already gone
+/// (it exited between its attach and now) has exited during the window: without this, a window
+/// with no duration would wait for it forever. One whose pidfd cannot be opened for another
+/// reason is noticed at detach.
+fn watch(pids: &[i32]) -> (Vec<(i32, OwnedFd)>, Vec<i32>) {
+    let mut watched: Vec<(i32, OwnedFd)> = Vec::new();
+    let mut gone_before = Vec::new();
+    for &p in pids {
+        match ptrace::pidfd_open(p) {
+            Ok(fd) => watched.push((p, fd)),
+            Err(rocprof_engine::Error::ProcessGone { .. }) => gone_before.push(p),
+            Err(e) => tracing::debug!("cannot watch process {p} ({e}): noticed at detach"),
+        }
+    }
+    (watched, gone_before)
+}
+
 /// Our SIGINT/SIGTERM/SIGHUP handling for a session: once installed, those signals only record
 /// themselves and wake a `poll`, which the session acts on between operations, so they never
 /// kill us mid-operation. The window is one `poll` loop over the signals, the attached
@@ -61,18 +88,7 @@ impl Waiter {
 
     /// Run the profiling window for `pids`.
     pub fn wait(&self, pids: &[i32], opts: WaitOptions, events: Events) -> WaitEnd {
-        // A process that is already gone (it exited between its attach and now) has exited during
-        // the window: without this, a window with no duration would wait for it forever. One
-        // whose pidfd cannot be opened for another reason is noticed at detach.
-        let mut watched: Vec<(i32, OwnedFd)> = Vec::new();
-        let mut gone_before = Vec::new();
-        for &p in pids {
-            match ptrace::pidfd_open(p) {
-                Ok(fd) => watched.push((p, fd)),
-                Err(rocprof_engine::Error::ProcessGone { .. }) => gone_before.push(p),
-                Err(e) => tracing::debug!("cannot watch process {p} ({e}): noticed at detach"),
-            }
-        }
+        let (mut watched, gone_before) = watch(pids);
         let mut stdin_open = opts.enter;
         events(Event::Waiting {
             duration: opts.duration,
@@ -111,29 +127,13 @@ impl Waiter {
                         .collect(),
                 });
             }
-            let stdin = std::io::stdin();
-            let (signal, enter, gone) = {
-                let mut set = vec![PollFd::new(self.signals.fd(), PollFlags::POLLIN)];
-                set.extend(
-                    watched
-                        .iter()
-                        .map(|(_, fd)| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
-                );
-                if stdin_open {
-                    set.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
-                }
-                let timeout = timeout.map(nix::sys::time::TimeSpec::from_duration);
-                match nix::poll::ppoll(&mut set, timeout, None) {
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                    Err(_) => break EndReason::Interrupted,
-                }
-                let ready = |p: &PollFd| p.revents().is_some_and(|r| !r.is_empty());
-                let gone: Vec<usize> = (0..watched.len()).filter(|&i| ready(&set[i + 1])).collect();
-                (
-                    ready(&set[0]),
-                    stdin_open && set.last().is_some_and(ready),
-                    gone,
-                )
+            let Some(Ready {
+                signal,
+                enter,
+                gone,
+            }) = self.poll(&watched, stdin_open, timeout)
+            else {
+                break EndReason::Interrupted;
             };
             if signal {
                 if let Some(s) = self.signals.take() {
@@ -142,7 +142,7 @@ impl Waiter {
             }
             if enter {
                 let mut line = String::new();
-                match stdin.read_line(&mut line) {
+                match std::io::stdin().read_line(&mut line) {
                     Ok(n) if n > 0 => break EndReason::Enter,
                     // End of input: nothing more to wait for there.
                     _ => stdin_open = false,
@@ -162,6 +162,38 @@ impl Waiter {
         );
         events(Event::WaitEnded { reason });
         WaitEnd { reason, exited }
+    }
+
+    /// Wait (up to `timeout`, without one forever) for a signal, the exit of a `watched` process
+    /// or, when `stdin_open`, a line on stdin; None if the poll failed.
+    fn poll(
+        &self,
+        watched: &[(i32, OwnedFd)],
+        stdin_open: bool,
+        timeout: Option<Duration>,
+    ) -> Option<Ready> {
+        let stdin = std::io::stdin();
+        let mut set = vec![PollFd::new(self.signals.fd(), PollFlags::POLLIN)];
+        set.extend(
+            watched
+                .iter()
+                .map(|(_, fd)| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
+        );
+        if stdin_open {
+            set.push(PollFd::new(stdin.as_fd(), PollFlags::POLLIN));
+        }
+        let timeout = timeout.map(nix::sys::time::TimeSpec::from_duration);
+        match nix::poll::ppoll(&mut set, timeout, None) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return None,
+        }
+        let ready = |p: &PollFd| p.revents().is_some_and(|r| !r.is_empty());
+        let gone: Vec<usize> = (0..watched.len()).filter(|&i| ready(&set[i + 1])).collect();
+        Some(Ready {
+            signal: ready(&set[0]),
+            enter: stdin_open && set.last().is_some_and(ready),
+            gone,
+        })
     }
 
     /// Run `f` (a detach) to completion while reporting signals that arrive meanwhile as

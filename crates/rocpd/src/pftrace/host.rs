@@ -61,24 +61,7 @@ pub fn regions(out: &mut Out, cx: &Ctx<'_, '_>, sorted: bool) -> Result<Pass> {
         return Ok(Pass::Done);
     };
     let with_args = has_rows(cx, "rocpd_arg")?;
-    let (arg_cols, arg_join, arg_order) = match cx.src.table("rocpd_arg") {
-        Some(a) if with_args => (
-            ", A.name, A.value",
-            format!("LEFT JOIN {a} A ON A.event_id = R.event_id"),
-            ", A.position",
-        ),
-        _ => ("", String::new(), ""),
-    };
-    let order = if sorted {
-        "R.start, R.\"end\" DESC, R.id"
-    } else {
-        "R.id"
-    };
-    let sql = format!(
-        "SELECT R.id, R.tid, R.start, R.\"end\", R.name_id, R.event_id{arg_cols} FROM {rt} R {arg_join} \
-         WHERE {} ORDER BY {order}{arg_order}",
-        window::sql(&cx.window, "R.start", "R.\"end\"")
-    );
+    let sql = regions_sql(cx, &rt, with_args, sorted);
     let conn = cx.src.input.connection();
     let err = cx.err();
     let mut events = match cx.src.table("rocpd_event") {
@@ -102,38 +85,11 @@ pub fn regions(out: &mut Out, cx: &Ctx<'_, '_>, sorted: bool) -> Result<Pass> {
             }
         }
         if cur.is_none() {
-            cur = Some(Call {
-                id,
-                tid: col(r, 1).map_err(&err)?,
-                start: col(r, 2).map_err(&err)?,
-                end: col(r, 3).map_err(&err)?,
-                name_id: opt_col(r, 4).map_err(&err)?,
-                category_id: None,
-                stack: id,
-                parent: 0,
-                external: 0,
-                message: None,
-                args: Vec::new(),
-            });
-            if let (Some(l), Some(e)) = (lookup.as_mut(), opt_col(r, 5).map_err(&err)?) {
-                if let (Some(c), Some(ev)) = (cur.as_mut(), l.find(e).map_err(&err)?) {
-                    c.category_id = ev.category_id;
-                    c.stack = ev.stack_id.unwrap_or(id);
-                    c.parent = ev.parent_stack_id;
-                    c.external = ev.correlation_id;
-                    c.message = ev.message;
-                }
-            }
+            cur = Some(new_call(r, id, lookup.as_mut()).map_err(&err)?);
         }
         if with_args {
-            if let (Some(c), ValueRef::Text(n)) = (cur.as_mut(), r.get_ref(6).map_err(&err)?) {
-                let v = match r.get_ref(7).map_err(&err)? {
-                    ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-                    ValueRef::Integer(i) => i.to_string(),
-                    ValueRef::Real(f) => f.to_string(),
-                    _ => String::new(),
-                };
-                c.args.push((String::from_utf8_lossy(n).into_owned(), v));
+            if let (Some(c), Some(a)) = (cur.as_mut(), arg(r).map_err(&err)?) {
+                c.args.push(a);
             }
         }
     }
@@ -144,6 +100,75 @@ pub fn regions(out: &mut Out, cx: &Ctx<'_, '_>, sorted: bool) -> Result<Pass> {
     }
     out.close(nests)?;
     Ok(Pass::Done)
+}
+
+/// The query of [`regions`] over table `rt`: each region (with its arguments, one row each, when
+/// `with_args`) inside the window, in time order when `sorted`, else by id.
+fn regions_sql(cx: &Ctx<'_, '_>, rt: &str, with_args: bool, sorted: bool) -> String {
+    let (arg_cols, arg_join, arg_order) = match cx.src.table("rocpd_arg") {
+        Some(a) if with_args => (
+            ", A.name, A.value",
+            format!("LEFT JOIN {a} A ON A.event_id = R.event_id"),
+            ", A.position",
+        ),
+        _ => ("", String::new(), ""),
+    };
+    let order = if sorted {
+        "R.start, R.\"end\" DESC, R.id"
+    } else {
+        "R.id"
+    };
+    format!(
+        "SELECT R.id, R.tid, R.start, R.\"end\", R.name_id, R.event_id{arg_cols} FROM {rt} R {arg_join} \
+         WHERE {} ORDER BY {order}{arg_order}",
+        window::sql(&cx.window, "R.start", "R.\"end\"")
+    )
+}
+
+/// The call `id` from the first row of its query, with what its event says (category, stack,
+/// correlation, message) when there is an event table.
+fn new_call(
+    r: &rusqlite::Row<'_>,
+    id: i64,
+    lookup: Option<&mut Lookup<'_, '_>>,
+) -> rusqlite::Result<Call> {
+    let mut c = Call {
+        id,
+        tid: col(r, 1)?,
+        start: col(r, 2)?,
+        end: col(r, 3)?,
+        name_id: opt_col(r, 4)?,
+        category_id: None,
+        stack: id,
+        parent: 0,
+        external: 0,
+        message: None,
+        args: Vec::new(),
+    };
+    if let (Some(l), Some(e)) = (lookup, opt_col(r, 5)?) {
+        if let Some(ev) = l.find(e)? {
+            c.category_id = ev.category_id;
+            c.stack = ev.stack_id.unwrap_or(id);
+            c.parent = ev.parent_stack_id;
+            c.external = ev.correlation_id;
+            c.message = ev.message;
+        }
+    }
+    Ok(c)
+}
+
+/// The argument (name, value) on a row of the query with arguments; None on a row without one.
+fn arg(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<(String, String)>> {
+    let ValueRef::Text(n) = r.get_ref(6)? else {
+        return Ok(None);
+    };
+    let v = match r.get_ref(7)? {
+        ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(f) => f.to_string(),
+        _ => String::new(),
+    };
+    Ok(Some((String::from_utf8_lossy(n).into_owned(), v)))
 }
 
 fn call(

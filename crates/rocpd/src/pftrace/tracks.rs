@@ -157,7 +157,16 @@ impl Declared {
         if let Some(&uuid) = self.seen.get(&key) {
             return Ok(uuid);
         }
-        let uuid = match key {
+        let uuid = self.new_uuid(ids, dims, key);
+        self.seen.insert(key, uuid);
+        let desc = self.descriptor(uuid, ids, dims, index, key);
+        seq.track(desc)?;
+        Ok(uuid)
+    }
+
+    /// The uuid of a track not declared yet.
+    fn new_uuid(&self, ids: &ProcessIds, dims: &Dims, key: TrackKey) -> u64 {
+        match key {
             // Counter tracks of PMC counters get the same uuid in every sequence (kernel shards
             // share them); each counter belongs to one agent, so its position identifies it.
             TrackKey::Pmc(_, p) => {
@@ -169,8 +178,19 @@ impl Declared {
                 ids.uuid | (0xf << 20) | pos as u64
             }
             _ => ids.uuid | self.seq_bits | (self.seen.len() as u64 + 1),
-        };
-        self.seen.insert(key, uuid);
+        }
+    }
+
+    /// The descriptor of track `key`: a thread, or a named track (a counter for byte counts and
+    /// PMC counters) under the process.
+    fn descriptor(
+        &mut self,
+        uuid: u64,
+        ids: &ProcessIds,
+        dims: &Dims,
+        index: AgentIndex,
+        key: TrackKey,
+    ) -> TrackDescriptor {
         let bytes = || {
             Some(CounterDescriptor {
                 unit: Some(counter_descriptor::Unit::SizeBytes as i32),
@@ -184,25 +204,8 @@ impl Declared {
             counter,
             ..Default::default()
         };
-        let desc = match key {
-            TrackKey::Thread(tid) => {
-                let n = self.thread_ordinal(ids.pid, tid);
-                let name = if n == 0 {
-                    let argv0 = dims.process.command.split_whitespace().next().unwrap_or("");
-                    argv0.rsplit('/').next().unwrap_or("main").to_owned()
-                } else {
-                    format!("THREAD {n}")
-                };
-                TrackDescriptor {
-                    uuid: Some(uuid),
-                    thread: Some(ThreadDescriptor {
-                        pid: Some(ids.pid as i32),
-                        tid: Some(tid),
-                        thread_name: Some(name),
-                    }),
-                    ..Default::default()
-                }
-            }
+        match key {
+            TrackKey::Thread(tid) => self.thread(uuid, ids, dims, tid),
             TrackKey::Stream(s) => named(format!("STREAM [{s}]"), None),
             TrackKey::Queue(a, q) => {
                 let per_agent = self.queues.entry(a).or_default();
@@ -245,8 +248,27 @@ impl Declared {
                     Some(CounterDescriptor::default()),
                 )
             }
+        }
+    }
+
+    /// The descriptor of thread `tid`'s track: the main thread named after the command, the
+    /// others numbered.
+    fn thread(&mut self, uuid: u64, ids: &ProcessIds, dims: &Dims, tid: i64) -> TrackDescriptor {
+        let n = self.thread_ordinal(ids.pid, tid);
+        let name = if n == 0 {
+            let argv0 = dims.process.command.split_whitespace().next().unwrap_or("");
+            argv0.rsplit('/').next().unwrap_or("main").to_owned()
+        } else {
+            format!("THREAD {n}")
         };
-        seq.track(desc)?;
-        Ok(uuid)
+        TrackDescriptor {
+            uuid: Some(uuid),
+            thread: Some(ThreadDescriptor {
+                pid: Some(ids.pid as i32),
+                tid: Some(tid),
+                thread_name: Some(name),
+            }),
+            ..Default::default()
+        }
     }
 }

@@ -103,11 +103,36 @@ pub(super) fn materialise(
             dbs.len()
         )));
     };
-    // The columns of each base table, from the first process that has it; every other process
-    // must have the same ones (as the UNION ALL of the attached case requires).
-    let mut first: Vec<Option<(PathBuf, Columns)>> = vec![None; schema::TABLES.len()];
+    let (plans, first) = plans(&dbs)?;
+    drop(dbs);
+    create_tables(conn, &first)?;
+    for chunk in plans.chunks(group) {
+        for (k, plan) in chunk.iter().enumerate() {
+            conn.execute(&format!("ATTACH DATABASE ?1 AS src{k}"), [uri(&plan.path)])
+                .map_err(|e| reader::read_error(&plan.path, e))?;
+        }
+        let copied = copy_group(conn, chunk, window);
+        let detached = (0..chunk.len()).try_for_each(|k| {
+            conn.execute_batch(&format!("DETACH DATABASE src{k}"))
+                .map_err(Error::from)
+        });
+        copied.and(detached)?;
+    }
+    create_indexes(conn, &first)?;
+    Ok(first.iter().map(Option::is_some).collect())
+}
+
+/// Per entry of [`schema::TABLES`], the columns of the first process that has that table, and
+/// the input it is in; None where no process has it.
+type FirstColumns = Vec<Option<(PathBuf, Columns)>>;
+
+/// What to copy from each input, and the columns of each table. Every process must have the
+/// same columns in a table as the first that has it (as the UNION ALL of the attached case
+/// requires).
+fn plans(dbs: &[Input]) -> Result<(Vec<Plan>, FirstColumns)> {
+    let mut first: FirstColumns = vec![None; schema::TABLES.len()];
     let mut plans = Vec::with_capacity(dbs.len());
-    for db in &dbs {
+    for db in dbs {
         let mut plan = Plan {
             path: db.path.clone(),
             tables: Vec::new(),
@@ -143,7 +168,11 @@ pub(super) fn materialise(
         }
         plans.push(plan);
     }
-    drop(dbs);
+    Ok((plans, first))
+}
+
+/// Attach the temporary database [`SCHEMA`] and create in it every table some process has.
+fn create_tables(conn: &Connection, first: &FirstColumns) -> Result<()> {
     conn.execute_batch(&format!(
         "PRAGMA temp_store = FILE; ATTACH DATABASE '' AS {SCHEMA}; PRAGMA {SCHEMA}.journal_mode = OFF; \
          PRAGMA {SCHEMA}.synchronous = OFF; PRAGMA {SCHEMA}.cache_size = -{CACHE_KIB};"
@@ -163,19 +192,11 @@ pub(super) fn materialise(
             ));
         }
     }
-    conn.execute_batch(&ddl).map_err(temp_error)?;
-    for chunk in plans.chunks(group) {
-        for (k, plan) in chunk.iter().enumerate() {
-            conn.execute(&format!("ATTACH DATABASE ?1 AS src{k}"), [uri(&plan.path)])
-                .map_err(|e| reader::read_error(&plan.path, e))?;
-        }
-        let copied = copy_group(conn, chunk, window);
-        let detached = (0..chunk.len()).try_for_each(|k| {
-            conn.execute_batch(&format!("DETACH DATABASE src{k}"))
-                .map_err(Error::from)
-        });
-        copied.and(detached)?;
-    }
+    conn.execute_batch(&ddl).map_err(temp_error)
+}
+
+/// Index the copied tables by `id` (and `guid`, where they have one), once they are full.
+fn create_indexes(conn: &Connection, first: &FirstColumns) -> Result<()> {
     let mut index = String::new();
     for (t, base) in schema::TABLES.iter().enumerate() {
         let Some((_, cols)) = &first[t] else { continue };
@@ -193,8 +214,7 @@ pub(super) fn materialise(
             ));
         }
     }
-    conn.execute_batch(&index).map_err(temp_error)?;
-    Ok(first.iter().map(Option::is_some).collect())
+    conn.execute_batch(&index).map_err(temp_error)
 }
 
 /// Copies the tables of the inputs of one group, attached as `src0`, `src1`, ..., in one

@@ -15,6 +15,14 @@ use crate::Writer;
 /// dispatch, a marker and a copy.
 fn db(path: &Path, pid: i64, n: i64) -> PathBuf {
     let mut w = Writer::create(path, &Guid::from_parts(0xab00 + pid as u64, pid as u64)).unwrap();
+    process(&mut w, pid);
+    launches(&mut w, pid, n);
+    marker_and_copy(&mut w, pid, n);
+    w.finish().unwrap()
+}
+
+/// The node, the process `pid`, its two agents (CPU, GPU) and its one kernel.
+fn process(w: &mut Writer, pid: i64) {
     w.node(&Node {
         id: 1,
         hash: 11,
@@ -57,6 +65,10 @@ fn db(path: &Path, pid: i64, n: i64) -> PathBuf {
         ..Default::default()
     })
     .unwrap();
+}
+
+/// `n` API calls, each launching one dispatch of the kernel.
+fn launches(w: &mut Writer, pid: i64, n: i64) {
     for i in 1..=n {
         let c = Correlation {
             internal: i,
@@ -87,6 +99,10 @@ fn db(path: &Path, pid: i64, n: i64) -> PathBuf {
         })
         .unwrap();
     }
+}
+
+/// A marker and a copy, after the `n` launches.
+fn marker_and_copy(w: &mut Writer, pid: i64, n: i64) {
     w.api_call(&ApiCall {
         kind: "MARKER_CORE_API".into(),
         operation: "roctxMarkA".into(),
@@ -116,7 +132,6 @@ fn db(path: &Path, pid: i64, n: i64) -> PathBuf {
         ..Default::default()
     })
     .unwrap();
-    w.finish().unwrap()
 }
 
 /// Every row of `sql`, in the order SQLite returns them.

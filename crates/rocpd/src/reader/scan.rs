@@ -171,6 +171,39 @@ impl<'s, 'c> EventLookup<'s, 'c> {
     }
 }
 
+/// A sample track: the thread (pid, tid) and the name id.
+type Track = (i64, i64, Option<i64>);
+
+/// Calls `f` with the rows of two streams in id order, merged in id order (the first stream's
+/// row first on a tie).
+fn merge_by_id(
+    mut next_a: impl FnMut() -> Result<Option<ApiRow>>,
+    mut next_b: impl FnMut() -> Result<Option<ApiRow>>,
+    mut f: impl FnMut(&ApiRow) -> Result<()>,
+) -> Result<()> {
+    let mut a = next_a()?;
+    let mut b = next_b()?;
+    loop {
+        let take_a = match (&a, &b) {
+            (Some(x), Some(y)) => x.id <= y.id,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return Ok(()),
+        };
+        if take_a {
+            if let Some(x) = a.take() {
+                f(&x)?;
+            }
+            a = next_a()?;
+        } else {
+            if let Some(y) = b.take() {
+                f(&y)?;
+            }
+            b = next_b()?;
+        }
+    }
+}
+
 /// The next row of `rows` that `decode` keeps (`decode` returns `None` for rows outside the time
 /// window).
 fn next_kept<T>(
@@ -265,42 +298,15 @@ impl Source<'_> {
     }
 
     /// Every API call (regions and samples merged), in id (= internal correlation id) order.
-    pub fn api_calls(&self, mut f: impl FnMut(&ApiRow) -> Result<()>) -> Result<()> {
+    pub fn api_calls(&self, f: impl FnMut(&ApiRow) -> Result<()>) -> Result<()> {
         let _release = self.release_cache_at_end();
         let e = self.err();
-        let conn = &self.input.conn;
-        let region = match self.table("rocpd_region") {
-            Some(t) => Some(
-                conn.prepare(&format!(
-                    "SELECT R.id, R.pid, R.tid, R.start, R.end, R.name_id, R.event_id FROM {t} R{} ORDER BY R.id",
-                    self.id_filter("R")
-                ))
-                .map_err(&e)?,
-            ),
-            None => None,
+        let (region, sample) = self.api_statements()?;
+        let tracks = if sample.is_some() {
+            self.tracks()?
+        } else {
+            IdMap::default()
         };
-        let sample = match (self.table("rocpd_sample"), self.table("rocpd_track")) {
-            (Some(s), Some(_)) => Some(
-                conn.prepare(&format!(
-                    "SELECT S.id, S.track_id, S.timestamp, S.event_id FROM {s} S{} ORDER BY S.id",
-                    self.id_filter("S")
-                ))
-                .map_err(&e)?,
-            ),
-            _ => None,
-        };
-        // Tracks (one per thread and name) are few: keep them in memory.
-        let mut tracks: IdMap<i64, (i64, i64, Option<i64>)> = IdMap::default();
-        if let (Some(_), Some(t)) = (&sample, self.table("rocpd_track")) {
-            self.each(&format!("SELECT id, pid, tid, name_id FROM {t}"), |r| {
-                let row = (|| -> rusqlite::Result<_> {
-                    Ok((int(r, 0)?, (int(r, 1)?, int(r, 2)?, opt(r, 3)?)))
-                })()
-                .map_err(&e)?;
-                tracks.insert(row.0, row.1);
-                Ok(())
-            })?;
-        }
         let mut region_events = EventStatements::prepare(self, EventCols::Message)?;
         let mut sample_events = EventStatements::prepare(self, EventCols::Message)?;
         let mut region_lookup = EventLookup::over(region_events.as_mut());
@@ -333,28 +339,56 @@ impl Source<'_> {
                 api_row(r, &mut sample_lookup, (pid, tid, ts, ts, name), 3).map(Some)
             })
         };
-        let mut a = next_region(region_rows.as_mut())?;
-        let mut b = next_sample(sample_rows.as_mut())?;
-        loop {
-            let take_a = match (&a, &b) {
-                (Some(x), Some(y)) => x.id <= y.id,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            if take_a {
-                if let Some(x) = a.take() {
-                    f(&x)?;
-                }
-                a = next_region(region_rows.as_mut())?;
-            } else {
-                if let Some(y) = b.take() {
-                    f(&y)?;
-                }
-                b = next_sample(sample_rows.as_mut())?;
-            }
+        merge_by_id(
+            || next_region(region_rows.as_mut()),
+            || next_sample(sample_rows.as_mut()),
+            f,
+        )
+    }
+
+    /// The statements over the regions and the samples (these only with their tracks), by id.
+    fn api_statements(&self) -> Result<(Option<Statement<'_>>, Option<Statement<'_>>)> {
+        let e = self.err();
+        let conn = &self.input.conn;
+        let region = match self.table("rocpd_region") {
+            Some(t) => Some(
+                conn.prepare(&format!(
+                    "SELECT R.id, R.pid, R.tid, R.start, R.end, R.name_id, R.event_id FROM {t} R{} ORDER BY R.id",
+                    self.id_filter("R")
+                ))
+                .map_err(&e)?,
+            ),
+            None => None,
+        };
+        let sample = match (self.table("rocpd_sample"), self.table("rocpd_track")) {
+            (Some(s), Some(_)) => Some(
+                conn.prepare(&format!(
+                    "SELECT S.id, S.track_id, S.timestamp, S.event_id FROM {s} S{} ORDER BY S.id",
+                    self.id_filter("S")
+                ))
+                .map_err(&e)?,
+            ),
+            _ => None,
+        };
+        Ok((region, sample))
+    }
+
+    /// The sample tracks: per id, the thread (pid, tid) and name id. Tracks (one per thread and
+    /// name) are few: they are kept in memory.
+    fn tracks(&self) -> Result<IdMap<i64, Track>> {
+        let e = self.err();
+        let mut tracks: IdMap<i64, Track> = IdMap::default();
+        if let Some(t) = self.table("rocpd_track") {
+            self.each(&format!("SELECT id, pid, tid, name_id FROM {t}"), |r| {
+                let row = (|| -> rusqlite::Result<_> {
+                    Ok((int(r, 0)?, (int(r, 1)?, int(r, 2)?, opt(r, 3)?)))
+                })()
+                .map_err(&e)?;
+                tracks.insert(row.0, row.1);
+                Ok(())
+            })?;
         }
-        Ok(())
+        Ok(tracks)
     }
 
     /// Every memory and scratch allocation, in id order.
