@@ -8,12 +8,10 @@
 mod capi_common;
 mod cluster;
 mod common;
-mod common_lookup;
 mod prereq;
 mod rocpd_common;
 
 // Attaching: the engine, the agent, preflight, sessions, front ends, safety
-mod agent;
 mod capi;
 mod capi_faults;
 mod checked_input;
@@ -22,9 +20,7 @@ mod cuda;
 mod cuda_standins;
 mod demo_tool;
 mod diagnostics;
-mod engine;
 mod faults;
-mod lookup;
 mod messages;
 mod mpi;
 mod multi;
@@ -42,14 +38,11 @@ mod trust;
 // rocpd: databases, conversions, reports
 mod fuzz_corpus;
 mod rocpd_cli;
-mod rocpd_csv;
 mod rocpd_json;
 mod rocpd_many;
 mod rocpd_otf2;
 mod rocpd_pftrace;
 mod rocpd_report;
-mod rocpd_scan;
-mod rocpd_schema;
 
 // The command's surface, docs and builds
 mod cli;
