@@ -8,8 +8,8 @@
 //! * [`lookup`]: the fixtures of tests/fixtures/lookup (library lookup and preflight);
 //! * [`rocpd`]: rocpd databases written with the crate's writer, and rocprofv3's sample files.
 //!
-//! Running the `rocprof-attach` binary is not here: only the root package's tests have it
-//! (tests/common).
+//! Cargo's build of the `rocprof-attach` binary is only the root package's tests' (tests/common
+//! runs it); [`release_bin`] is what the benchmarks (examples/bench_*.rs) run.
 
 #![deny(missing_docs)]
 
