@@ -12,8 +12,7 @@
 //! * the host's CPU over a 3 s window while the target is attached through the library (the
 //!   goal is at most 1 ms; rocattach keeps two threads spinning per target for that window).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use rocprof_testkit as common;
 
 use common::{Target, TargetOpts};
 use std::path::{Path, PathBuf};

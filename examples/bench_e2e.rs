@@ -23,8 +23,7 @@
 //! * ptrace stops per attach and detach; our CPU for a whole session with a 10 s window
 //!   (`BENCH_E2E_WINDOW_SECS`); the workers' largest heartbeat gap while we attach and detach.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use rocprof_testkit as common;
 
 use common::{at_entry, env_buffer, records, symbol_addr, Target, TargetOpts};
 use rocprof_attach::engine::agent::{self, CallTimeouts, Job};
@@ -136,7 +135,7 @@ fn session(t: &Target, tool: &str, n: usize) -> Session {
     let err = std::fs::File::create(&err_path).unwrap();
     let before = records(t).len();
     let start = Instant::now();
-    let child = Command::new(common::bin())
+    let child = Command::new(common::release_bin())
         .args(["--attach", &t.pid.to_string(), "--kernel-trace", "-d"])
         .arg(&out)
         .args(["-o", "run", "-t", tool, "--attach-duration-msec", "1"])
@@ -294,7 +293,7 @@ fn main() {
 
     // 4. Our CPU for a whole session with a window of `window_s` seconds.
     let out = t.dir.path().join("out");
-    let child = Command::new(common::bin())
+    let child = Command::new(common::release_bin())
         .args(["--attach", &t.pid.to_string(), "--kernel-trace", "-d"])
         .arg(&out)
         .args(["-o", "run", "-t", tool, "--attach-duration-msec"])

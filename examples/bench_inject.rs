@@ -19,8 +19,7 @@
 //! one that has loaded the stand-in register library and started its listener, such as the
 //! PyTorch training loop of `examples/torch_target.py` (docs/performance.md, "Listener stop").
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use rocprof_testkit as common;
 
 use common::{at_entry, env_buffer, symbol_addr, Target, TargetOpts};
 use rocprof_attach::engine::agent::{self, Agents, CallTimeouts, Job};

@@ -15,8 +15,7 @@
 //! front end's CPU per step, and the agent server's CPU, per target: where the per-target cost
 //! goes (our own counters; `perf` is not needed).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use rocprof_testkit as common;
 
 use common::{tool_lib, Target, TargetOpts};
 use std::process::{Command, Stdio};
@@ -47,7 +46,7 @@ fn session(pids: &str, parallel: usize, tool: &str) -> (f64, f64) {
     let out = dir.path().to_str().unwrap();
     let cpu0 = children_cpu_ms();
     let start = Instant::now();
-    let res = Command::new(common::bin())
+    let res = Command::new(common::release_bin())
         .args(["--attach", pids, "--kernel-trace", "-d", out, "-t", tool])
         .args([
             "--attach-duration-msec",
@@ -101,7 +100,7 @@ fn number_after(text: &str, key: &str) -> Option<f64> {
 /// One session with the step log: [(step, wall ms, front-end CPU ms)] and the server's CPU.
 fn steps(pids: &str, parallel: usize, tool: &str) -> (Vec<(String, f64, f64)>, f64) {
     let dir = tempfile::tempdir().unwrap();
-    let res = Command::new(common::bin())
+    let res = Command::new(common::release_bin())
         .args(["--attach", pids, "--kernel-trace", "-d"])
         .arg(dir.path())
         .args(["-t", tool, "--attach-duration-msec", "1", "--parallel"])
@@ -129,7 +128,7 @@ fn steps(pids: &str, parallel: usize, tool: &str) -> (Vec<(String, f64, f64)>, f
 }
 
 fn main() {
-    let bin = common::bin();
+    let bin = common::release_bin();
     if !bin.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let ok = Command::new(cargo)

@@ -1,9 +1,9 @@
 //! Preflight checks against real processes: each failure is its own error with the fix.
 
-use crate::common_lookup;
 use crate::prereq;
+use rocprof_testkit::lookup;
 
-use common_lookup::{
+use lookup::{
     attach_tool_lib, configure_lib, copy_into, register_lib, start_forking_target, start_target,
     Proc,
 };
@@ -208,7 +208,7 @@ fn no_listener_before_runtime_registration() {
 fn already_traced_names_the_tracer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (target, _) = attachable(dir.path(), &[("ROCP_TOOL_ATTACH", "1")]);
-    let mut cmd = Command::new(common_lookup::tracer_bin());
+    let mut cmd = Command::new(lookup::tracer_bin());
     cmd.arg(target.pid().to_string());
     let tracer = Proc::spawn(cmd);
     tracer.wait_for("seized");

@@ -5,9 +5,7 @@
 //! of a failed attach (`last_error`, the CLI's cause and message); the files `main()` reports;
 //! `convert`, `summary` and `query` through the packaged command.
 
-mod common;
-#[path = "rocpd_common/mod.rs"]
-mod rocpd_common;
+use rocprof_testkit as common;
 
 use common::{records, Target, TargetOpts};
 use std::path::{Path, PathBuf};
@@ -367,7 +365,7 @@ except r.AttachError as e:
 fn main_lists_the_files_written_and_convert_summary_query_run_the_command() {
     let venv = venv();
     let scratch = tempfile::tempdir().unwrap();
-    let db = rocpd_common::full_db(&scratch.path().join("source.db"), 4242, 7);
+    let db = rocprof_testkit::rocpd::full_db(&scratch.path().join("source.db"), 4242, 7);
     let t = Target::spawn(TargetOpts {
         env: vec![("STANDIN_TOOL_COPY_DB".into(), db.to_str().unwrap().into())],
         ..Default::default()

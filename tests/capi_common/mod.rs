@@ -1,6 +1,5 @@
 //! Support for the C ABI tests: an install layout with ROCm's names, and the C host
 //! (`tests/fixtures/capi_client.c`) that dlopens the library by path as ROCm's tools do.
-#![allow(dead_code)]
 
 use crate::common;
 use std::io::{BufRead, BufReader};

@@ -6,7 +6,6 @@
 //! The headers come from PyPI (tests/prereq/cupti_headers.sh) into `target/cupti-headers` of the
 //! checkout, once per machine. The stand-ins are compiled with gcc once per source change into
 //! `<CARGO_TARGET_TMPDIR>/cuda-fixtures/<hash>/`, like `common::build` does.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,8 +14,6 @@ use std::sync::OnceLock;
 /// Where the stand-ins are.
 #[derive(Debug, Clone)]
 pub struct Standins {
-    /// The directory holding `libcuda.so.1` (and nothing else): for LD_LIBRARY_PATH.
-    pub libcuda: PathBuf,
     /// The full path of `libcupti.so.13`.
     pub libcupti: PathBuf,
     /// The target executable (cuda_target.c); it finds `libcuda.so.1` through its rpath.
@@ -156,9 +153,9 @@ pub fn build_program(out: &str, sources: &[PathBuf], flags: &[&str]) -> PathBuf 
     build(out, sources, &inputs, &all)
 }
 
-/// Build (once) the fake `libcuda.so.1`, the fake `libcupti.so.13` and the target.
+/// Build (once) the fake `libcuda.so.1`, the fake `libcupti.so.13` and the target (which
+/// finds the fake driver through its rpath).
 pub fn build_standins() -> Standins {
-    let libcuda = build_libcuda();
     let (mut flags, inputs) = cupti_flags();
     flags.extend(["-fPIC", "-shared", "-Wl,-soname,libcupti.so.13"].map(String::from));
     let libcupti = build(
@@ -168,11 +165,7 @@ pub fn build_standins() -> Standins {
         &flags,
     );
     let target = build_program("cuda_target", &[fixtures_dir().join("cuda_target.c")], &[]);
-    Standins {
-        libcuda: libcuda.parent().expect("libcuda dir").to_path_buf(),
-        libcupti,
-        target,
-    }
+    Standins { libcupti, target }
 }
 
 /// Build (once) the stand-ins' self-test (selftest.c): `selftest LIBCUPTI STATE_FILE [held]`.

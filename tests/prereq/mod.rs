@@ -3,7 +3,6 @@
 //! may be skipped there: a missing prerequisite fails the test with what to install or do. On a
 //! machine that cannot provide it, `ROCPROF_ATTACH_TEST_ALLOW_SKIP=1` turns the failure into a
 //! skip (one `SKIPPED:` line on stderr); CI never sets it.
-#![allow(dead_code)]
 
 use std::process::Command;
 

@@ -19,11 +19,12 @@ start=$(date +%s)
 if [ "$trials" -gt 0 ]; then
   per_shard=$(( (trials + 3) / 4 ))
   echo "soak: $((per_shard * 4)) random fault trials ($per_shard per shard)"
-  FAULTS_TRIALS=$per_shard cargo nextest run --features fault-injection --test faults \
-    --success-output final --no-fail-fast --test-threads 4 random_shard
+  FAULTS_TRIALS=$per_shard cargo nextest run --features fault-injection \
+    --success-output final --no-fail-fast --test-threads 4 -E 'test(/^faults::random_shard/)'
 fi
 if [ "$cycles" -gt 0 ]; then
   echo "soak: $cycles attach/detach cycles"
-  SOAK_CYCLES=$cycles cargo nextest run --features fault-injection --test soak --success-output final
+  SOAK_CYCLES=$cycles cargo nextest run --features fault-injection --success-output final \
+    -E 'test(/^soak::/)'
 fi
 echo "soak: passed in $(( $(date +%s) - start )) s"

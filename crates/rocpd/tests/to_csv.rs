@@ -1,10 +1,19 @@
 //! rocpd → CSV against real rocprofv3 samples: each test rebuilds a database from a sample's
-//! values with the crate's writer, runs `rocprof-attach convert`, and compares bytes.
+//! values with the crate's writer, converts it with `convert_with` (what `rocprof-attach
+//! convert` runs), and compares bytes.
 
-use crate::rocpd_common;
+use rocprof_rocpd::format::OutputFormat;
+use rocprof_rocpd::model::*;
+use rocprof_rocpd::ConvertOptions;
+use rocprof_testkit::rocpd::*;
 
-use rocpd_common::*;
-use rocprof_attach::rocpd::model::*;
+/// What `convert --stats` asks for.
+fn with_stats() -> ConvertOptions {
+    ConvertOptions {
+        stats: true,
+        ..Default::default()
+    }
+}
 
 /// Output lines of a converted file (header first).
 fn out_lines(dir: &std::path::Path, name: &str) -> Vec<String> {
@@ -63,7 +72,12 @@ fn kernel_trace_matches_sample() {
     }
     w.finish().expect("finish");
     let out = tmp.path().join("out");
-    convert(&[&db], &out, &["csv"], &[]);
+    convert_to(
+        &[&db],
+        &out,
+        &[OutputFormat::Csv],
+        &ConvertOptions::default(),
+    );
     let got = out_lines(&out, "out_kernel_trace.csv");
     assert_eq!(got[0], header, "header");
     // rocprofv3 writes rows in buffer order; the converter writes them in dispatch-id order.
@@ -99,7 +113,12 @@ fn lds_block_size_is_rounded_up_to_512_bytes() {
     }
     w.finish().expect("finish");
     let out = tmp.path().join("out");
-    convert(&[&db], &out, &["csv"], &[]);
+    convert_to(
+        &[&db],
+        &out,
+        &[OutputFormat::Csv],
+        &ConvertOptions::default(),
+    );
     let got = out_lines(&out, "out_kernel_trace.csv");
     assert_eq!(cells(&got[1])[11], "512");
     assert_eq!(cells(&got[2])[11], "1024");
@@ -153,7 +172,12 @@ fn api_roundtrip(sample_name: &str, out_name: &str) {
     }
     w.finish().expect("finish");
     let out = tmp.path().join("out");
-    convert(&[&db], &out, &["csv"], &[]);
+    convert_to(
+        &[&db],
+        &out,
+        &[OutputFormat::Csv],
+        &ConvertOptions::default(),
+    );
     let got = out_lines(&out, out_name);
     assert_eq!(got[0], header, "header of {sample_name}");
     let mut expected = rows.clone();
@@ -213,7 +237,12 @@ fn memory_copy_trace_matches_sample() {
     }
     w.finish().expect("finish");
     let out = tmp.path().join("out");
-    convert(&[&db], &out, &["csv"], &[]);
+    convert_to(
+        &[&db],
+        &out,
+        &[OutputFormat::Csv],
+        &ConvertOptions::default(),
+    );
     let got = out_lines(&out, "out_memory_copy_trace.csv");
     assert_eq!(got[0], header);
     assert_eq!(&got[1..], &rows[..]);
@@ -249,7 +278,12 @@ fn memory_allocation_trace_matches_sample() {
     }
     w.finish().expect("finish");
     let out = tmp.path().join("out");
-    convert(&[&db], &out, &["csv"], &[]);
+    convert_to(
+        &[&db],
+        &out,
+        &[OutputFormat::Csv],
+        &ConvertOptions::default(),
+    );
     let got = out_lines(&out, "out_memory_allocation_trace.csv");
     assert_eq!(got[0], header);
     assert_eq!(&got[1..], &rows[..]);
@@ -284,7 +318,12 @@ fn scratch_memory_trace_matches_sample_plus_rocm7_size_column() {
     }
     w.finish().expect("finish");
     let out = tmp.path().join("out");
-    convert(&[&db], &out, &["csv"], &[]);
+    convert_to(
+        &[&db],
+        &out,
+        &[OutputFormat::Csv],
+        &ConvertOptions::default(),
+    );
     let got = out_lines(&out, "out_scratch_memory_trace.csv");
     assert_eq!(got[0], format!("{header},\"Allocation_Size\""));
     let expected: Vec<String> = rows.iter().map(|r| format!("{r},65536")).collect();
@@ -347,7 +386,12 @@ fn counter_collection_matches_sample_and_sums_instances() {
     }
     w.finish().expect("finish");
     let out = tmp.path().join("out");
-    convert(&[&db], &out, &["csv"], &[]);
+    convert_to(
+        &[&db],
+        &out,
+        &[OutputFormat::Csv],
+        &ConvertOptions::default(),
+    );
     let got = out_lines(&out, "out_counter_collection.csv");
     assert_eq!(got[0], header);
     assert_eq!(&got[1..], &rows[..]);
@@ -409,7 +453,7 @@ fn hip_api_stats_match_sample() {
     }
     w.finish().expect("finish");
     let out = tmp.path().join("out");
-    convert(&[&db], &out, &["csv"], &["--stats"]);
+    convert_to(&[&db], &out, &[OutputFormat::Csv], &with_stats());
     let got = out_lines(&out, "out_hip_api_stats.csv");
     assert_eq!(got[0], header);
     assert_eq!(got.len() - 1, rows.len());
@@ -465,7 +509,7 @@ fn domain_stats_match_sample() {
     }
     w.finish().expect("finish");
     let out = tmp.path().join("out");
-    convert(&[&db], &out, &["csv"], &["--stats"]);
+    convert_to(&[&db], &out, &[OutputFormat::Csv], &with_stats());
     let got = out_lines(&out, "out_domain_stats.csv");
     assert_eq!(got[0], header);
     let upto = |s: &str| {

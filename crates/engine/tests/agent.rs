@@ -1,24 +1,24 @@
 //! The forked injection agent: attach and detach calls against the stand-in register library.
 
-use crate::common;
+use rocprof_testkit as testkit;
 
-use common::{at_entry, env_buffer, hex, records, symbol_addr, Target, TargetOpts};
-use rocprof_attach::engine::agent::{self, CallTimeouts, Job};
-use rocprof_attach::engine::Error;
+use rocprof_engine::agent::{self, CallTimeouts, Job};
+use rocprof_engine::Error;
+use testkit::{at_entry, env_buffer, hex, records, symbol_addr, Target, TargetOpts};
 
 fn agent_target(t: &Target, func: &str) -> agent::Target {
     agent::Target {
         pid: t.pid,
         tid: t.listener(),
         site: at_entry(t.pid),
-        function: symbol_addr(t.pid, &common::register_lib(), func),
+        function: symbol_addr(t.pid, &testkit::register_lib(), func),
     }
 }
 
 #[test]
 fn attach_then_detach_through_the_agent() {
     let t = Target::spawn(TargetOpts::default());
-    let maps_before = common::maps_text(t.pid);
+    let maps_before = testkit::maps_text(t.pid);
     let env = env_buffer(&[("ROCPROF_KERNEL_TRACE", "1"), ("ROCPROF_OUTPUT_PATH", "/o")]);
     let job = Job::Attach {
         env,
@@ -61,7 +61,7 @@ fn attach_then_detach_through_the_agent() {
     let st =
         std::fs::read_to_string(format!("/proc/{}/task/{}/status", t.pid, t.listener())).unwrap();
     assert!(st.contains("TracerPid:\t0"), "{st}");
-    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
+    testkit::assert_maps_eq(&maps_before, &testkit::maps_text(t.pid));
     let out = agent::run(
         &agent_target(&t, "rocprofiler_register_detach"),
         &Job::Detach,
@@ -93,7 +93,7 @@ fn non_zero_status_is_returned_and_the_target_keeps_running() {
         env: vec![("STANDIN_ATTACH_STATUS".into(), "6".into())],
         ..Default::default()
     });
-    let maps_before = common::maps_text(t.pid);
+    let maps_before = testkit::maps_text(t.pid);
     let job = Job::Attach {
         env: env_buffer(&[]),
         tool: b"tool.so".to_vec(),
@@ -105,7 +105,7 @@ fn non_zero_status_is_returned_and_the_target_keeps_running() {
     )
     .unwrap();
     assert_eq!(out.status, Some(6));
-    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
+    testkit::assert_maps_eq(&maps_before, &testkit::maps_text(t.pid));
     t.assert_heartbeat();
 }
 
@@ -129,10 +129,10 @@ fn agent_reports_a_target_that_dies_mid_call() {
         )
     });
     // Wait until the listener is inside the slow call (sleeping, traced by the agent).
-    common::wait_until(std::time::Duration::from_secs(10), || {
+    testkit::wait_until(std::time::Duration::from_secs(10), || {
         let st = std::fs::read_to_string(format!("/proc/{pid}/task/{listener}/status"))
             .unwrap_or_default();
-        !st.contains("TracerPid:\t0") && common::thread_state(pid, listener) == Some('S')
+        !st.contains("TracerPid:\t0") && testkit::thread_state(pid, listener) == Some('S')
     });
     let killed = std::time::Instant::now();
     t.kill();

@@ -1,11 +1,10 @@
 //! The rocpd model as written: suffixed tables, metadata rows, string table, double-quoted
 //! defaults, and the views ROCm's `rocpd` package queries.
 
-use crate::rocpd_common;
-
-use rocpd_common::*;
-use rocprof_attach::rocpd::guid::Guid;
-use rocprof_attach::rocpd::schema;
+use rocprof_rocpd::format::OutputFormat;
+use rocprof_rocpd::guid::Guid;
+use rocprof_rocpd::{schema, ConvertOptions};
+use rocprof_testkit::rocpd::*;
 use rusqlite::Connection;
 
 fn count(conn: &Connection, sql: &str) -> i64 {
@@ -186,10 +185,15 @@ fn reader_opens_several_processes_merged_into_one_file() {
         .expect("copy table");
     }
     drop(conn);
-    let input = rocprof_attach::rocpd::reader::Input::open(&a).expect("open merged");
+    let input = rocprof_rocpd::reader::Input::open(&a).expect("open merged");
     assert_eq!(input.sources.len(), 2);
     let out = tmp.path().join("out");
-    convert(&[&a], &out, &["csv"], &[]);
+    convert_to(
+        &[&a],
+        &out,
+        &[OutputFormat::Csv],
+        &ConvertOptions::default(),
+    );
     let k = read(&out, "out_kernel_trace.csv");
     assert_eq!(k.lines().count(), 7, "{k}");
 }

@@ -1,11 +1,11 @@
 //! Finding libraries and symbols in real processes, and the /proc readers they rely on.
 
-use crate::common_lookup;
-
-use common_lookup::{copy_into, register_lib, start_forking_target, start_target};
-use rocprof_attach::engine::elf::{self, RemoteLibrary};
-use rocprof_attach::engine::procfs;
-use rocprof_attach::engine::Error;
+use rocprof_engine::elf::{self, RemoteLibrary};
+use rocprof_engine::procfs;
+use rocprof_engine::Error;
+use rocprof_testkit::lookup::{
+    configure_lib, copy_into, register_lib, start_forking_target, start_target,
+};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -278,7 +278,7 @@ fn a_lookup_reads_only_what_it_needs_of_a_large_library() {
 
 #[test]
 fn exports_symbol_and_build_id() {
-    let configure = common_lookup::configure_lib();
+    let configure = configure_lib();
     assert!(elf::exports_symbol(&configure, "rocprofiler_configure").expect("read"));
     assert!(!elf::exports_symbol(&register_lib(1, &[]), "rocprofiler_configure").expect("read"));
     let dir = tempfile::tempdir().expect("tempdir");

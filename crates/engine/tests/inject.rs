@@ -1,13 +1,13 @@
 //! The injection engine against real processes: remote syscalls and calls on one thread.
 
-use crate::common;
+use rocprof_testkit as testkit;
 
-use common::{at_entry, symbol_addr, thread_state, Target, TargetOpts};
-use rocprof_attach::engine::arch;
-use rocprof_attach::engine::inject::{Injection, Timeouts};
-use rocprof_attach::engine::ptrace::Tracee;
-use rocprof_attach::engine::Error;
+use rocprof_engine::arch;
+use rocprof_engine::inject::{Injection, Timeouts};
+use rocprof_engine::ptrace::Tracee;
+use rocprof_engine::Error;
 use std::time::{Duration, Instant};
+use testkit::{at_entry, regs_tuple, symbol_addr, thread_state, Target, TargetOpts};
 
 const CALL: Option<Duration> = Some(Duration::from_secs(10));
 
@@ -17,18 +17,9 @@ fn cstr(s: &str) -> Vec<u8> {
     v
 }
 
-/// Registers that must be back exactly as they were (everything but the kernel-managed
-/// segment bases, which ptrace reports identically anyway).
-fn regs_tuple(r: &libc::user_regs_struct) -> Vec<u64> {
-    vec![
-        r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx, r.rdx,
-        r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base, r.gs_base,
-    ]
-}
-
 /// Is `addr` inside a private read-write mapping of `pid`?
 fn mapped_rw(pid: i32, addr: u64) -> bool {
-    common::maps_text(pid).lines().any(|l| {
+    testkit::maps_text(pid).lines().any(|l| {
         let mut f = l.split_whitespace();
         let (range, perms) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
         let Some((s, e)) = range.split_once('-') else {
@@ -45,9 +36,9 @@ fn mapped_rw(pid: i32, addr: u64) -> bool {
 #[test]
 fn mmap_write_call_munmap() {
     let t = Target::spawn(TargetOpts::default());
-    let lib = common::register_lib();
+    let lib = testkit::register_lib();
     let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
-    let maps_before = common::maps_text(t.pid);
+    let maps_before = testkit::maps_text(t.pid);
     let mut tr = Tracee::seize(t.pid, t.listener()).unwrap();
     let mut inj = Injection::begin(&mut tr, at_entry(t.pid), Timeouts::default()).unwrap();
     let a = inj.mmap(4096).unwrap();
@@ -66,17 +57,17 @@ fn mmap_write_call_munmap() {
     inj.munmap(a).unwrap();
     inj.finish().unwrap();
     tr.detach(Duration::from_secs(5)).unwrap();
-    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
+    testkit::assert_maps_eq(&maps_before, &testkit::maps_text(t.pid));
     t.assert_heartbeat();
 }
 
 #[test]
 fn small_buffers_go_on_the_stack_and_its_bytes_are_put_back() {
     let t = Target::spawn(TargetOpts::default());
-    let lib = common::register_lib();
+    let lib = testkit::register_lib();
     let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
     let site = at_entry(t.pid);
-    let maps_before = common::maps_text(t.pid);
+    let maps_before = testkit::maps_text(t.pid);
     let mut tr = Tracee::seize(t.pid, t.listener()).unwrap();
     // What lies below the listener's red zone while it waits (it keeps the same stack pointer
     // across our stops: it is blocked in the same futex wait).
@@ -117,22 +108,22 @@ fn small_buffers_go_on_the_stack_and_its_bytes_are_put_back() {
         inj.finish().unwrap();
     }
     tr.detach(Duration::from_secs(5)).unwrap();
-    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
+    testkit::assert_maps_eq(&maps_before, &testkit::maps_text(t.pid));
     t.assert_heartbeat();
 }
 
 #[test]
 fn large_buffers_get_a_mapping_that_is_removed() {
     let t = Target::spawn(TargetOpts::default());
-    let lib = common::register_lib();
+    let lib = testkit::register_lib();
     let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
-    let maps_before = common::maps_text(t.pid);
+    let maps_before = testkit::maps_text(t.pid);
     let mut tr = Tracee::seize(t.pid, t.listener()).unwrap();
     let mut inj = Injection::begin(&mut tr, at_entry(t.pid), Timeouts::default()).unwrap();
-    let big = cstr(&"x".repeat(rocprof_attach::engine::inject::STACK_DATA_MAX + 1));
+    let big = cstr(&"x".repeat(rocprof_engine::inject::STACK_DATA_MAX + 1));
     let a = inj.place(&big).unwrap();
     assert!(
-        common::maps_text(t.pid) != maps_before && mapped_rw(t.pid, a),
+        testkit::maps_text(t.pid) != maps_before && mapped_rw(t.pid, a),
         "a buffer larger than STACK_DATA_MAX gets its own mapping"
     );
     assert_eq!(
@@ -141,13 +132,13 @@ fn large_buffers_get_a_mapping_that_is_removed() {
     );
     inj.finish().unwrap();
     tr.detach(Duration::from_secs(5)).unwrap();
-    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
+    testkit::assert_maps_eq(&maps_before, &testkit::maps_text(t.pid));
 }
 
 #[test]
 fn int_result_is_read_as_32_bits_and_vector_registers_restored() {
     let t = Target::spawn(TargetOpts::default());
-    let lib = common::register_lib();
+    let lib = testkit::register_lib();
     let neg = symbol_addr(t.pid, &lib, "rocprofiler_standin_negative");
     let clobber = symbol_addr(t.pid, &lib, "rocprofiler_standin_clobber");
     let mut tr = Tracee::seize(t.pid, t.listener()).unwrap();
@@ -183,15 +174,15 @@ fn int_result_is_read_as_32_bits_and_vector_registers_restored() {
 #[test]
 fn thousand_calls_leave_maps_and_registers_unchanged() {
     let t = Target::spawn(TargetOpts::default());
-    let lib = common::register_lib();
+    let lib = testkit::register_lib();
     let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
     let site = at_entry(t.pid);
-    let maps_before = common::maps_text(t.pid);
+    let maps_before = testkit::maps_text(t.pid);
     let mut tr = Tracee::seize(t.pid, t.listener()).unwrap();
     tr.interrupt(Duration::from_secs(5)).unwrap();
     let regs_before = tr.getregs().unwrap();
     let fp_before = tr.get_fpstate().unwrap();
-    let code_before = rocprof_attach::engine::memory::read(t.pid, t.listener(), site, 16).unwrap();
+    let code_before = rocprof_engine::memory::read(t.pid, t.listener(), site, 16).unwrap();
     tr.cont(0).unwrap();
     for i in 0..1000u32 {
         let mut inj = Injection::begin(&mut tr, site, Timeouts::default()).unwrap();
@@ -206,20 +197,20 @@ fn thousand_calls_leave_maps_and_registers_unchanged() {
         inj.finish().unwrap();
     }
     // Let the listener re-enter its futex wait, then compare bit for bit.
-    common::wait_until(Duration::from_secs(5), || {
+    testkit::wait_until(Duration::from_secs(5), || {
         thread_state(t.pid, t.listener()) == Some('S')
     });
     tr.interrupt(Duration::from_secs(5)).unwrap();
     let regs_after = tr.getregs().unwrap();
     let fp_after = tr.get_fpstate().unwrap();
-    let code_after = rocprof_attach::engine::memory::read(t.pid, t.listener(), site, 16).unwrap();
+    let code_after = rocprof_engine::memory::read(t.pid, t.listener(), site, 16).unwrap();
     tr.cont(0).unwrap();
     let counts = tr.counts();
     tr.detach(Duration::from_secs(5)).unwrap();
     assert_eq!(regs_tuple(&regs_after), regs_tuple(&regs_before));
     assert_eq!(fp_after.bytes(), fp_before.bytes());
     assert_eq!(code_after, code_before, "entry-point bytes restored");
-    common::assert_maps_eq(&maps_before, &common::maps_text(t.pid));
+    testkit::assert_maps_eq(&maps_before, &testkit::maps_text(t.pid));
     // One interrupt-stop per sequence, 5 completions per sequence (2 mmap, 1 call, 2 munmap).
     assert_eq!(counts.interrupts, 1000 + 2);
     assert_eq!(counts.traps, 5000);
@@ -232,7 +223,7 @@ fn worker_threads_never_enter_a_ptrace_stop() {
         workers: 4,
         ..Default::default()
     });
-    let lib = common::register_lib();
+    let lib = testkit::register_lib();
     let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
     let workers = t.beats().tids;
     assert_eq!(workers.len(), 4);
@@ -296,7 +287,7 @@ fn worker_threads_never_enter_a_ptrace_stop() {
 #[test]
 fn target_killed_during_a_call_gives_an_error_within_a_second() {
     let mut t = Target::spawn(TargetOpts::default());
-    let lib = common::register_lib();
+    let lib = testkit::register_lib();
     let sleep = symbol_addr(t.pid, &lib, "rocprofiler_standin_sleep");
     let pid = t.pid;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -311,7 +302,7 @@ fn target_killed_during_a_call_gives_an_error_within_a_second() {
     });
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     // Make sure the call is under way (the listener sleeps inside the stand-in).
-    common::wait_until(Duration::from_secs(10), || {
+    testkit::wait_until(Duration::from_secs(10), || {
         thread_state(pid, listener) == Some('S')
     });
     let killed_at = Instant::now();
@@ -331,7 +322,7 @@ fn signals_sent_during_calls_all_arrive() {
         workers: 2,
         ..Default::default()
     });
-    let lib = common::register_lib();
+    let lib = testkit::register_lib();
     let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
     let pid = nix::unistd::Pid::from_raw(t.pid);
     // One signal per sequence, sent while the listener is stopped by us, each confirmed before
@@ -344,7 +335,7 @@ fn signals_sent_during_calls_all_arrive() {
         let a = inj.push_buffer(b"y\0").unwrap();
         assert_eq!(inj.call_int(probe, [a, a, 0, 0, 0, 0], CALL).unwrap(), 1001);
         inj.finish().unwrap();
-        common::wait_until(Duration::from_secs(5), || t.beats().sigusr1 >= base + i);
+        testkit::wait_until(Duration::from_secs(5), || t.beats().sigusr1 >= base + i);
     }
     tr.detach(Duration::from_secs(5)).unwrap();
     assert_eq!(t.beats().sigusr1, base + 100);
@@ -358,7 +349,7 @@ fn signal_to_the_traced_thread_is_redelivered() {
     let listener = t.listener();
     let mut tr = Tracee::seize(t.pid, listener).unwrap();
     let inj = Injection::begin(&mut tr, at_entry(t.pid), Timeouts::default()).unwrap();
-    rocprof_attach::engine::ptrace::tgkill(t.pid, listener, libc::SIGUSR1).unwrap();
+    rocprof_engine::ptrace::tgkill(t.pid, listener, libc::SIGUSR1).unwrap();
     inj.finish().unwrap();
     tr.detach(Duration::from_secs(5)).unwrap();
     let status =
@@ -382,11 +373,11 @@ fn signal_mask_and_sigtrap_disposition_survive_calls() {
             sigtrap_handler: handler,
             ..Default::default()
         });
-        let lib = common::register_lib();
+        let lib = testkit::register_lib();
         let probe = symbol_addr(t.pid, &lib, "rocprofiler_standin_probe");
         let l = t.listener();
-        let blk = common::status_mask(t.pid, l, "SigBlk:");
-        let cgt = common::status_mask(t.pid, l, "SigCgt:");
+        let blk = testkit::status_mask(t.pid, l, "SigBlk:");
+        let cgt = testkit::status_mask(t.pid, l, "SigCgt:");
         assert_eq!(cgt & (1 << (libc::SIGTRAP - 1)) != 0, handler);
         let mut tr = Tracee::seize(t.pid, l).unwrap();
         for _ in 0..3 {
@@ -397,12 +388,12 @@ fn signal_mask_and_sigtrap_disposition_survive_calls() {
         }
         tr.detach(Duration::from_secs(5)).unwrap();
         assert_eq!(
-            common::status_mask(t.pid, l, "SigBlk:"),
+            testkit::status_mask(t.pid, l, "SigBlk:"),
             blk,
             "listener's blocked mask restored"
         );
         assert_eq!(
-            common::status_mask(t.pid, l, "SigCgt:"),
+            testkit::status_mask(t.pid, l, "SigCgt:"),
             cgt,
             "SIGTRAP handler kept (handler={handler})"
         );

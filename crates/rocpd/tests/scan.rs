@@ -1,14 +1,12 @@
 //! How the converters read rows: the result does not depend on the order of `rocpd_event` ids,
 //! and a time window keeps only the records inside it.
 
-use crate::rocpd_common;
-
 use std::path::Path;
 
-use rocpd_common::*;
-use rocprof_attach::format::OutputFormat;
-use rocprof_attach::rocpd::reader::{all_sources_in, open_all};
-use rocprof_attach::rocpd::{convert_with, ConvertOptions, TimeWindow};
+use rocprof_rocpd::format::OutputFormat;
+use rocprof_rocpd::reader::{all_sources_in, open_all};
+use rocprof_rocpd::{convert_with, ConvertOptions, TimeWindow};
+use rocprof_testkit::rocpd::*;
 use serde_json::Value;
 
 /// Renumbers `rocpd_event` in reverse (the fact tables follow through `ON UPDATE CASCADE`), so
@@ -46,7 +44,12 @@ fn reverse_event_ids(db: &Path) {
 }
 
 fn convert_all(db: &Path, dir: &Path) -> Vec<(String, Vec<u8>)> {
-    convert(&[db], dir, &["csv", "json"], &[]);
+    convert_to(
+        &[db],
+        dir,
+        &[OutputFormat::Csv, OutputFormat::Json],
+        &ConvertOptions::default(),
+    );
     listing(dir)
         .into_iter()
         .map(|n| {

@@ -1,6 +1,5 @@
 //! Shared helpers for the lookup and preflight tests: C fixtures compiled with gcc into a
 //! per-source-hash directory, and child processes that are killed when dropped.
-#![allow(dead_code)]
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -15,13 +14,11 @@ use std::time::Duration;
 pub const WAIT: Duration = Duration::from_secs(20);
 
 fn fixture_source(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/lookup")
-        .join(name)
+    crate::checkout().join("tests/fixtures/lookup").join(name)
 }
 
 fn fixtures_root() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR"))
+    crate::target_tmp()
         .parent()
         .map(|p| p.join("fixtures"))
         .expect("target dir")
