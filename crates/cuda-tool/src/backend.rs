@@ -261,22 +261,7 @@ impl CuptiBackend {
             return Err(cupti_error(c, "cuptiSubscribe", r));
         }
         BUFFER_BYTES.store(plan.buffer_bytes, Ordering::Relaxed);
-        // Our buffers come zeroed (fresh ones from the allocator, reused ones cleared as they
-        // return), so CUPTI need not clear 8 MiB on the application thread that needs room.
-        if let Some(set) = c.set_attribute {
-            let (mut size, mut on) = (1usize, 1u8);
-            // SAFETY: a u8 attribute with its size, as the header declares it.
-            let r = unsafe {
-                set(
-                    cupti::CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-                    &mut size,
-                    &mut on as *mut u8 as *mut c_void,
-                )
-            };
-            if r == 0 && !activity::ZEROED.swap(true, Ordering::Relaxed) {
-                activity::clear_pool();
-            }
-        }
+        promise_zeroed_buffers(c);
         let _ = activity::take_rows();
         let enabled = start_activity(c, sub, &mut plan)?;
         let clock = || {
@@ -399,6 +384,26 @@ impl CuptiBackend {
             "allocations": counts.allocations, "dropped": counts.dropped, "late": counts.late,
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
         }))
+    }
+}
+
+/// Tells CUPTI our buffers come zeroed (fresh ones from the allocator, reused ones cleared as
+/// they return), so it need not clear 8 MiB on the application thread that needs room.
+fn promise_zeroed_buffers(c: &Cupti) {
+    let Some(set) = c.set_attribute else {
+        return;
+    };
+    let (mut size, mut on) = (1usize, 1u8);
+    // SAFETY: a u8 attribute with its size, as the header declares it.
+    let r = unsafe {
+        set(
+            cupti::CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+            &mut size,
+            &mut on as *mut u8 as *mut c_void,
+        )
+    };
+    if r == 0 && !activity::ZEROED.swap(true, Ordering::Relaxed) {
+        activity::clear_pool();
     }
 }
 

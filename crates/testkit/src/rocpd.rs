@@ -186,6 +186,7 @@ pub fn listing(dir: &Path) -> Vec<String> {
 
 /// A database with a bit of everything: 2 kernels dispatched 3 times (with counters), HIP and
 /// marker calls (one instant), a copy, an allocation and a free, and scratch memory.
+// Long because: one fixture database written row by row, in the order a reader meets them.
 pub fn full_db(path: &Path, pid: i64, seed: u64) -> PathBuf {
     let mut w = writer(path, pid, seed);
     agents(&mut w, (0, 0), (1, 1));

@@ -93,6 +93,7 @@ pub struct Beats {
 impl Target {
     /// Starts the target and waits (bounded) until it is ready and, if it registers with
     /// attach enabled, its listener thread is up.
+    // Long because: one command line per option of the stand-in, then one bounded wait.
     pub fn spawn(opts: TargetOpts) -> Target {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("standin.log");
