@@ -59,9 +59,22 @@ impl Fallback {
 }
 
 /// `cmd` with ` [env: VAR]` after the help of every option that has a fallback (in place: the
-/// order of the options stays; a test checks that each fallback's option exists).
+/// order of the options stays; a test checks that each fallback's option exists), and the
+/// list of fallbacks in the `Environment:` paragraph of `--help`.
 pub fn name_in_help(cmd: Command) -> Command {
-    cmd.mut_args(|a| {
+    let list: Vec<String> = Fallback::ALL
+        .into_iter()
+        .filter_map(|f| {
+            let a = cmd.get_arguments().find(|a| a.get_id() == f.arg())?;
+            Some(format!(
+                "{} ({})",
+                f.var(),
+                a.get_long().map(|l| format!("--{l}"))?
+            ))
+        })
+        .collect();
+    let after = crate::cli::help::AFTER_LONG_HELP.replace("{fallbacks}", &list.join(", "));
+    cmd.after_long_help(after).mut_args(|a| {
         let Some(f) = Fallback::ALL.into_iter().find(|f| a.get_id() == f.arg()) else {
             return a;
         };
@@ -90,6 +103,15 @@ mod tests {
                 .unwrap_or_else(|| panic!("{f:?}: no option {}", f.arg()));
             let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
             assert!(help.ends_with(&format!("[env: {}]", f.var())), "{help}");
+            let after = cmd
+                .get_after_long_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                after.contains(f.var()),
+                "--help's Environment names {}",
+                f.var()
+            );
         }
     }
 }

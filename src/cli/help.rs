@@ -12,7 +12,8 @@ Examples:
 
 `rocprof-attach --help` shows every option, the environment variables and the exit codes.";
 
-/// After `--help`: examples, environment, exit codes.
+/// After `--help`: examples, environment, exit codes (`{fallbacks}` is filled in by
+/// [`crate::cli::fallbacks::name_in_help`]).
 pub const AFTER_LONG_HELP: &str = "\
 Examples:
   rocprof-attach -p 1234 --kernel-trace                    trace kernels until Enter or Ctrl-C
@@ -28,14 +29,16 @@ Examples:
   rocprof-attach query -i a.db --query 'SELECT * FROM top_kernels'
   rocprof-attach completions bash > /etc/bash_completion.d/rocprof-attach
 
-The target must have been started with ROCP_TOOL_ATTACH=1 (its 'rocp-bg-attach' thread must exist).
+A ROCm target must have been started with ROCP_TOOL_ATTACH=1 (its 'rocp-bg-attach' thread must
+exist); a CUDA process (one that maps libcuda.so.1) needs nothing (docs/cuda.md).
 rocprofv3 options keep their rocprofv3 meaning and set the same ROCPROF_* variables, which are sent
 to the target; see docs/options.md. Boolean options accept y/yes/t/true/on/1 and n/no/f/false/off/0.
 Durations take a unit: 500ms, 10s, 2m, 1h (a bare number is milliseconds, as in rocprofv3).
 
-Environment: ROCPROF_ATTACH_PID, ROCPROF_ATTACH_DURATION, ROCPROF_ATTACH_CHILDREN and
-ROCPROF_ATTACH_TOOL_LIBRARY stand in for -p, --attach-duration-msec, --attach-children and -t;
-ROCPROF_ATTACH_LOG sets rocprof-attach's own log filter (e.g. ROCPROF_ATTACH_LOG=debug).
+Environment: {fallbacks} stand in for the options when they are not given;
+ROCPROF_ATTACH_LOG sets rocprof-attach's own log filter (e.g. ROCPROF_ATTACH_LOG=debug). For CUDA
+processes: ROCPROF_ATTACH_CUDA_TOOL (our tool library), ROCPROF_ATTACH_CUPTI (the libcupti to
+load when the process maps none) and ROCPROF_ATTACH_BUFFER_BYTES (CUPTI buffers, default 8 MiB).
 
 Exit codes: 0 success, 1 failure, 2 usage error, 3 no such process (or nothing matched),
 4 not attachable, 5 permission denied, 6 rejected by the target, 7 target exited, 8 partial,

@@ -1,6 +1,7 @@
 //! The CUDA tool library that rocprof-attach loads into a running CUDA process: it serves the
 //! attach protocol ([`protocol`]) on an abstract unix socket, records CUPTI activity while a
-//! session is attached, and writes it as one rocpd database on detach.
+//! session is attached, and writes it to one rocpd database while the session runs (the tail at
+//! detach: [`sink`]).
 //!
 //! Everything here runs inside someone else's process: nothing prints, no panic crosses the
 //! FFI boundary (every `extern "C"` entry and CUPTI callback catches unwinds), nothing spins,
