@@ -11,7 +11,7 @@
 //! DIR/lib/rocprof-attach/librocprof_cuda_tool.so             the CUDA tool, when it is found
 //! ```
 //! The links point at one file, so a process that loads two of the names still has one session
-//! map. The library finds the agent in `../bin` (see [`super::agent`]).
+//! map. The library finds the agent in `../bin` (crates/capi/src/agent.rs).
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

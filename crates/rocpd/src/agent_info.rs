@@ -14,7 +14,7 @@ use serde_json::Value;
 pub const FILE_SUFFIX: &str = "agent_info";
 
 /// The 53 columns in order; each is an integer taken from the agent JSON unless named in
-/// [`cell`].
+/// `cell`.
 pub const COLUMNS: [&str; 53] = [
     "Node_Id",
     "Logical_Node_Id",

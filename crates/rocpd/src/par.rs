@@ -4,8 +4,8 @@
 //! [`ordered_chunks`] splits the id span of a table into ranges, reads and encodes the ranges on
 //! worker threads (each with its own read-only connection, so SQLite's work runs in parallel) and
 //! hands each range's result to one consumer strictly in range order. Memory stays bounded: ranges
-//! hold at most [`MAX_RANGE`] ids, and a worker does not start a range more than one per worker
-//! plus [`AHEAD`] past the one the consumer waits for.
+//! hold at most `MAX_RANGE` ids, and a worker does not start a range more than one per worker
+//! plus `AHEAD` past the one the consumer waits for.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

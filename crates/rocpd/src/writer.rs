@@ -530,7 +530,7 @@ impl Writer {
     }
 
     /// Writes a kernel dispatch with its event and counter values. Dispatches are written
-    /// [`BATCH`] at a time (ids are given now, so nothing else sees the delay); one with counters
+    /// `BATCH` at a time (ids are given now, so nothing else sees the delay); one with counters
     /// is written at once, with the batch before it.
     pub fn kernel_dispatch(&mut self, k: &KernelDispatch) -> Result<()> {
         self.thread(k.tid)?;

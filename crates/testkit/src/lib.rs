@@ -4,7 +4,7 @@
 //!
 //! * [`standins`]: the C stand-ins of tests/fixtures compiled with gcc, once per source change;
 //! * [`target`]: the stand-in target run as a real process, and what the tests read of it in /proc;
-//! * [`records`]: the stand-in register library's log and the environment buffer it receives;
+//! * [`records`](mod@records): the stand-in register library's log and the environment buffer it receives;
 //! * [`lookup`]: the fixtures of tests/fixtures/lookup (library lookup and preflight);
 //! * [`rocpd`]: rocpd databases written with the crate's writer, and rocprofv3's sample files.
 //!

@@ -63,7 +63,7 @@ pub struct Target {
     pub pid: i32,
     /// Its own temporary directory, its working directory.
     pub dir: tempfile::TempDir,
-    /// The stand-in register library's log ([`crate::records`]).
+    /// The stand-in register library's log ([`crate::records`](mod@crate::records)).
     pub log: PathBuf,
     /// The heartbeat page ([`Target::beats`]).
     pub heartbeat: PathBuf,

@@ -1,5 +1,5 @@
 //! The tri-state switches (`--kernel-trace[=BOOL]`, `--sys-trace`, `--stats`, ...): the typed key
-//! [`Switch`], what a row of [`switch_table`](super::switch_table) says about one, the values given
+//! [`Switch`], what a row of `switch_table` says about one, the values given
 //! on a command line ([`Switches`]) and rocprofv3's implications between them.
 //!
 //! A switch is named by its [`Switch`] only, so an unknown name cannot be asked for; its clap

@@ -5,12 +5,12 @@
 //! the target's memory), and its dynamic symbol table is searched the way the dynamic loader
 //! does, through the hash table.
 //!
-//! Only the parts a lookup needs are read ([`file`]): the ELF header, the program headers, the
+//! Only the parts a lookup needs are read ([`file`](mod@file)): the ELF header, the program headers, the
 //! dynamic section, the hash words, symbols and names on the lookup's path, and the notes for a
 //! Build ID. A 4 MB library costs a few KiB of reads, not 4 MB.
 //!
 //! * [`locate`]: which mapped object is the library, opening it, its load bias;
-//! * [`file`]: reading an object in parts (header, program headers, notes);
+//! * [`file`](mod@file): reading an object in parts (header, program headers, notes);
 //! * [`symbols`]: the hash-table lookup (with a `.dynsym` scan as the fallback).
 
 pub mod file;

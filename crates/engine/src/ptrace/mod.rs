@@ -2,7 +2,7 @@
 //!
 //! Only the thread we are given is ever traced; the other threads of the target keep running.
 //! Waiting is a blocking `waitpid(tid, __WALL)`: no polling, no yield loops. A deadline is enforced
-//! by a per-thread POSIX timer ([`timer`]) that interrupts the wait with a signal (installed
+//! by a per-thread POSIX timer (`timer`) that interrupts the wait with a signal (installed
 //! without `SA_RESTART`), so every wait is bounded without burning CPU.
 //!
 //! Stops are classified strictly (docs/protocol.md section 11, items 16 and 17):
@@ -21,7 +21,7 @@
 //! * [`regs`]: saving and restoring registers, FP/vector state and the signal mask;
 //! * [`process`]: the process-level calls around it (fork, pidfd, signals, CPU placement,
 //!   resource usage);
-//! * [`timer`]: the wait deadline;
+//! * `timer`: the wait deadline;
 //! * [`sys`]: the few other system interfaces that need `unsafe`.
 
 pub mod process;

@@ -13,7 +13,7 @@
 //! Both passes read each table in id ranges on every core ([`crate::par`]) and keep the
 //! id order; memory use does not depend on the number of rows.
 //!
-//! * [`builder`](self::builder): the compact-JSON writer;
+//! * `builder`: the compact-JSON writer;
 //! * `kinds`: the first pass; `spool`: the array keys, the kind table, spool files;
 //! * `records`: the `buffer_records` and counter records; `sections`: their arrays in order;
 //! * `header`: metadata, agents, counters, code objects, kernel symbols.

@@ -7,7 +7,7 @@
 //! so the same SQL works on one database or many.
 //!
 //! SQLite attaches at most 10 databases to a connection (a compile-time limit of the bundled
-//! SQLite). Past that, [`merge`] copies the same rows into one private temporary database on disk,
+//! SQLite). Past that, `merge` copies the same rows into one private temporary database on disk,
 //! attaching the inputs a group at a time, and the `rocpd_*` views read that copy instead: the
 //! views, their columns and their rows are the same, for any number of databases.
 
@@ -80,7 +80,7 @@ pub fn sql_error(what: &str, e: rusqlite::Error) -> Error {
 
 /// An in-memory connection with every database attached and the rocpd views over them. Any
 /// number of databases works: past SQLite's attach limit their rows are copied into a temporary
-/// database first (see [`merge`]).
+/// database first (see `merge`).
 pub fn connect(inputs: &[PathBuf], spec: &WindowSpec) -> Result<(Connection, MaybeWindow)> {
     connect_with(inputs, spec, None)
 }

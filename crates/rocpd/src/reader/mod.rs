@@ -9,7 +9,7 @@
 //! later schema revisions are ignored.
 //!
 //! * this module: opening and validating databases, [`Source`] and its [`TimeWindow`];
-//! * [`dims`](self::dims): the in-memory dimension tables ([`Dims`]);
+//! * `dims`: the in-memory dimension tables ([`Dims`]);
 //! * `rows`: the row types the streams hand out ([`DispatchRow`], [`ApiRow`], ...);
 //! * `scan`: the streams themselves, each a scan of one fact table merged with a scan of
 //!   `rocpd_event`, with the time window applied;
