@@ -6,10 +6,6 @@
 //! `convert`, `summary` and `query` through the packaged command.
 
 use rocprof_testkit as common;
-// The CUDA stand-ins of the main test binary; this one uses only `build_standins`.
-#[allow(dead_code)]
-#[path = "common/cuda.rs"]
-mod cuda;
 
 use common::{records, Target, TargetOpts};
 use std::path::{Path, PathBuf};
@@ -492,7 +488,7 @@ for bad in (lambda: r.query(db, "select * from no_such_view"), lambda: r.convert
 #[ignore = "needs ROCPROF_ATTACH_TEST_VENV (tests/scripts/test.sh runs it after tests/scripts/python-venv.sh)"]
 fn the_package_ships_the_cuda_tool() {
     let venv = venv();
-    let s = cuda::build_standins();
+    let s = common::cuda::build_standins();
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(&s.target)
         .arg("--with-cupti")

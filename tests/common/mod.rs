@@ -2,8 +2,6 @@
 //! checks of a target after an attach or detach (faults, soak, storm). The stand-ins and the
 //! rest of the process helpers are `rocprof_testkit`'s, re-exported here.
 
-pub mod cuda;
-
 pub use rocprof_testkit::*;
 
 use std::io::{BufRead, BufReader};

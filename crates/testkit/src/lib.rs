@@ -3,6 +3,8 @@
 //! which stay where they are in the checkout (tests/fixtures, tests/rocpd_data).
 //!
 //! * [`standins`]: the C stand-ins of tests/fixtures compiled with gcc, once per source change;
+//! * [`cuda`]: the GPU-free CUDA stand-ins of tests/fixtures/cuda (a fake driver, a fake CUPTI on
+//!   NVIDIA's real headers, a CUDA-like target);
 //! * [`target`]: the stand-in target run as a real process, and what the tests read of it in /proc;
 //! * [`records`](mod@records): the stand-in register library's log and the environment buffer it receives;
 //! * [`lookup`]: the fixtures of tests/fixtures/lookup (library lookup and preflight);
@@ -13,6 +15,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cuda;
 pub mod lookup;
 pub mod records;
 pub mod rocpd;

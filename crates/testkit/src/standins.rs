@@ -9,15 +9,12 @@ pub fn fixture_src() -> PathBuf {
     crate::checkout().join("tests/fixtures")
 }
 
-fn hash_files(files: &[&Path], extra: &str) -> String {
-    // FNV-1a over the sources and flags: a changed source gets a fresh build directory.
+/// FNV-1a over `files` and `extra` (the flags): a changed source gets a fresh build directory.
+pub(crate) fn hash_files(files: &[&Path], extra: &str) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for f in files {
-        for b in std::fs::read(f)
-            .expect("fixture source")
-            .iter()
-            .chain(extra.as_bytes())
-        {
+        let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+        for b in bytes.iter().chain(extra.as_bytes()) {
             h ^= *b as u64;
             h = h.wrapping_mul(0x100000001b3);
         }
@@ -25,8 +22,47 @@ fn hash_files(files: &[&Path], extra: &str) -> String {
     format!("{h:016x}")
 }
 
-/// Compile with gcc into `<target>/tmp/fixtures/<hash>/<out>` once; parallel test processes race
-/// safely because each writes a temporary file and renames it into place.
+/// `gcc -I include -o dir/out sources flags -ldl`, once: returns `dir/out` as is when it exists.
+/// Parallel test processes and threads race safely: each compiles to its own temporary name and
+/// hard-links it into place, keeping the first one (a running target may have it mapped:
+/// replacing it would show up as "(deleted)" in that target's maps).
+pub(crate) fn gcc_once(
+    dir: &Path,
+    out: &str,
+    include: &Path,
+    sources: &[PathBuf],
+    flags: &[String],
+) -> PathBuf {
+    let dest = dir.join(out);
+    if dest.exists() {
+        return dest;
+    }
+    std::fs::create_dir_all(dir).expect("fixture dir");
+    // Unique per process *and* call: test threads of one binary build the same fixture at once.
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{out}.{}.{seq}", std::process::id()));
+    let status = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-Wall", "-I"])
+        .arg(include)
+        .arg("-o")
+        .arg(&tmp)
+        .args(sources)
+        .args(flags)
+        .arg("-ldl")
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc failed for {out}");
+    match std::fs::hard_link(&tmp, &dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => panic!("link fixture {}: {e}", dest.display()),
+    }
+    let _ = std::fs::remove_file(&tmp);
+    dest
+}
+
+/// Compile with gcc into `<target>/tmp/fixtures/<hash>/<out>` once ([`gcc_once`]).
 ///
 /// `ROCPROF_FIXTURES_DIR` names a folder of fixtures built beforehand (benchmarks run on a
 /// machine without a compiler): `build` then returns `<dir>/<out>` as is.
@@ -44,36 +80,8 @@ pub fn build(out: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     let dir = crate::target_tmp()
         .join("fixtures")
         .join(hash_files(&all, &flags.join(" ")));
-    let dest = dir.join(out);
-    if dest.exists() {
-        return dest;
-    }
-    std::fs::create_dir_all(&dir).expect("fixture dir");
-    // Unique per process *and* call: test threads of one binary build the same fixture at once.
-    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{out}.{}.{seq}", std::process::id()));
-    let status = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread", "-Wall", "-I"])
-        .arg(&src)
-        .args(flags)
-        .arg("-o")
-        .arg(&tmp)
-        .args(&paths)
-        .arg("-ldl")
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc failed for {out}");
-    // Never replace a file another test process already built (and a running target may have
-    // mapped: replacing it would show up as "(deleted)" in that target's maps): link, and keep
-    // the first one if it exists by now.
-    match std::fs::hard_link(&tmp, &dest) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => panic!("link fixture {}: {e}", dest.display()),
-    }
-    let _ = std::fs::remove_file(&tmp);
-    dest
+    let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    gcc_once(&dir, out, &src, &paths, &flags)
 }
 
 /// The stand-in `librocprofiler-register.so.0` (with a GNU Build ID), with an inert

@@ -1,12 +1,11 @@
 //! The GPU-free CUDA stand-ins (tests/fixtures/cuda): a fake `libcuda.so.1`, a fake
 //! `libcupti.so.13` compiled against NVIDIA's real CUPTI headers, and a CUDA-like target.
-//! Include with `#[path = "common/cuda.rs"] mod cuda;` (from another crate of the workspace, with
-//! a path to this file); it needs nothing from `common` and finds the checkout by itself.
 //!
 //! The headers come from PyPI (tests/prereq/cupti_headers.sh) into `target/cupti-headers` of the
 //! checkout, once per machine. The stand-ins are compiled with gcc once per source change into
-//! `<CARGO_TARGET_TMPDIR>/cuda-fixtures/<hash>/`, like `common::build` does.
+//! `<target>/tmp/cuda-fixtures/<hash>/`, as [`crate::standins::build`] does.
 
+use crate::standins::{gcc_once, hash_files};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -20,22 +19,9 @@ pub struct Standins {
     pub target: PathBuf,
 }
 
-/// The checkout: the first directory above the including crate that has the stand-ins' sources.
-fn repo_root() -> &'static Path {
-    static ROOT: OnceLock<PathBuf> = OnceLock::new();
-    ROOT.get_or_init(|| {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        manifest
-            .ancestors()
-            .find(|d| d.join("tests/fixtures/cuda/fakecuda.h").exists())
-            .unwrap_or_else(|| panic!("no tests/fixtures/cuda above {}", manifest.display()))
-            .to_path_buf()
-    })
-}
-
 /// The stand-ins' sources, and the include directory of `fakecuda.h`.
 pub fn fixtures_dir() -> PathBuf {
-    repo_root().join("tests/fixtures/cuda")
+    crate::checkout().join("tests/fixtures/cuda")
 }
 
 /// The include directory with `cupti.h` (and the `cuda.h` it includes). Runs the fetch script
@@ -44,8 +30,8 @@ pub fn fixtures_dir() -> PathBuf {
 pub fn cupti_include() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dest = repo_root().join("target/cupti-headers");
-        let script = repo_root().join("tests/prereq/cupti_headers.sh");
+        let dest = crate::checkout().join("target/cupti-headers");
+        let script = crate::checkout().join("tests/prereq/cupti_headers.sh");
         let out = Command::new("sh")
             .arg(&script)
             .arg(&dest)
@@ -62,60 +48,18 @@ pub fn cupti_include() -> PathBuf {
     .clone()
 }
 
-fn hash(files: &[PathBuf], extra: &str) -> String {
-    // FNV-1a over the sources and flags: a changed source gets a fresh build directory.
-    let mut h: u64 = 0xcbf29ce484222325;
-    for f in files {
-        let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
-        for b in bytes.iter().chain(extra.as_bytes()) {
-            h ^= *b as u64;
-            h = h.wrapping_mul(0x100000001b3);
-        }
-    }
-    format!("{h:016x}")
-}
-
-/// Compile `sources` with `flags` into `<tmp>/cuda-fixtures/<hash>/<out>` once. `inputs` are
-/// extra files the hash covers (headers). Parallel test processes and threads race safely: each
-/// compiles to its own temporary name and hard-links it into place, keeping the first one (a
-/// running target may have it mapped).
+/// Compile `sources` with `flags` into `<target>/tmp/cuda-fixtures/<hash>/<out>` once
+/// ([`crate::standins::gcc_once`]). `inputs` are extra files the hash covers (headers).
 fn build(out: &str, sources: &[PathBuf], inputs: &[PathBuf], flags: &[String]) -> PathBuf {
     let src = fixtures_dir();
-    let mut hashed = sources.to_vec();
-    hashed.push(src.join("fakecuda.h"));
-    hashed.extend_from_slice(inputs);
-    let tmp = option_env!("CARGO_TARGET_TMPDIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/tmp"));
-    let dir = tmp
+    let mut hashed: Vec<&Path> = sources.iter().map(PathBuf::as_path).collect();
+    let header = src.join("fakecuda.h");
+    hashed.push(&header);
+    hashed.extend(inputs.iter().map(PathBuf::as_path));
+    let dir = crate::target_tmp()
         .join("cuda-fixtures")
-        .join(hash(&hashed, &format!("{out} {}", flags.join(" "))));
-    let dest = dir.join(out);
-    if dest.exists() {
-        return dest;
-    }
-    std::fs::create_dir_all(&dir).expect("fixture dir");
-    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let part = dir.join(format!(".{out}.{}.{seq}", std::process::id()));
-    let status = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread", "-Wall", "-I"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&part)
-        .args(sources)
-        .args(flags)
-        .arg("-ldl")
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc failed for {out}");
-    match std::fs::hard_link(&part, &dest) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => panic!("link fixture {}: {e}", dest.display()),
-    }
-    let _ = std::fs::remove_file(&part);
-    dest
+        .join(hash_files(&hashed, &format!("{out} {}", flags.join(" "))));
+    gcc_once(&dir, out, &src, sources, flags)
 }
 
 /// `-I <headers>`, and the header files whose change must rebuild what includes them.
