@@ -120,16 +120,11 @@ fn find_library(exe: &Path) -> Result<PathBuf, String> {
     let dir = exe.parent().unwrap_or(Path::new("/"));
     let mut candidates = vec![dir.join(CARGO_NAME), dir.join("../lib").join(SONAME)];
     // A pip install: <venv>/bin/rocprof-attach and <venv>/lib/pythonX.Y/site-packages/rocprof_attach/.
-    if let Ok(entries) = std::fs::read_dir(dir.join("../lib")) {
-        for e in entries.flatten() {
-            let pkg = e.path().join("site-packages/rocprof_attach");
-            for f in std::fs::read_dir(&pkg).into_iter().flatten().flatten() {
-                let name = f.file_name().to_string_lossy().into_owned();
-                if name.starts_with("_rocattach") && name.ends_with(".so") {
-                    candidates.push(f.path());
-                }
-            }
-        }
+    for pkg in crate::attach::toolsearch::pip_package_dirs(dir) {
+        candidates.extend(crate::attach::toolsearch::shared_objects(
+            &pkg,
+            "_rocattach",
+        ));
     }
     candidates
         .iter()

@@ -8,10 +8,12 @@
 //!   it has mapped (their `$ORIGIN` run paths), its `/etc/ld.so.cache`, the default directories),
 //!   all inside the target's root, so `--check` and the attach refuse a name the target cannot
 //!   load instead of the register rejecting it after a full injection.
+//! * [`pip_package_dirs`] and [`shared_objects`]: where `pip install .` puts our own libraries
+//!   beside a command it installed, under the names setuptools-rust gives them.
 
 use crate::error::{Error, Result};
 use rocprof_engine::procfs::{self, Mapping};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The loader's default directories (x86-64 glibc, Debian and Red Hat layouts).
 const DEFAULT_DIRS: [&str; 6] = [
@@ -136,6 +138,39 @@ pub fn find_bare(pid: i32, name: &str, maps: &[Mapping]) -> std::result::Result<
         "the loaded libraries, {} inside /proc/{pid}/root",
         places.join(", ")
     )))
+}
+
+/// The Python package a pip install puts beside a command in `<prefix>/bin`:
+/// `<prefix>/lib/python3*/site-packages/rocprof_attach`, sorted (those that exist).
+pub fn pip_package_dirs(bin: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(bin.join("../lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .map(|e| e.path().join("site-packages/rocprof_attach"))
+        .filter(|d| d.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The shared objects of `dir` whose name starts with `prefix` and ends in `.so`, sorted: how
+/// setuptools-rust names a library it packages (`_rocattach.cpython-311-x86_64-linux-gnu.so`).
+pub fn shared_objects(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix) && n.ends_with(".so"))
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 #[cfg(test)]

@@ -249,52 +249,26 @@ pub fn tool_library(pid: i32) -> Result<PathBuf> {
     })
 }
 
-/// Where the tool library may be, in order: beside this executable (a build tree) and in its
-/// `../lib/rocprof-attach/` (an installation); beside the library that holds this code (the
-/// rocattach C library: in the Python package, where pip puts the tool as
-/// `librocprof_cuda_tool*.so`); and for a `rocprof-attach` command pip installed in `bin/`, the
-/// package in `../lib/python3*/site-packages/rocprof_attach/`.
+/// Where the tool library may be, in order: beside this executable (a build tree); beside the
+/// library that holds this code (the rocattach C library: in the Python package, where pip puts
+/// the tool as `librocprof_cuda_tool*.so`); in the executable's `../lib/rocprof-attach/` (an
+/// installation); and for a command pip installed in `bin/`, its package
+/// ([`crate::toolsearch::pip_package_dirs`]).
 pub fn tool_candidates() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(dir) = std::env::current_exe()
+    let exe_dir = std::env::current_exe()
         .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf))
-    {
+        .and_then(|e| e.parent().map(Path::to_path_buf));
+    let mut dirs: Vec<PathBuf> = exe_dir.iter().cloned().collect();
+    dirs.extend(own_object_dir());
+    if let Some(dir) = &exe_dir {
         dirs.push(dir.join("../lib/rocprof-attach"));
-        if let Ok(lib) = std::fs::read_dir(dir.join("../lib")) {
-            let mut pythons: Vec<PathBuf> = lib
-                .flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
-                .map(|e| e.path().join("site-packages/rocprof_attach"))
-                .collect();
-            pythons.sort();
-            dirs.extend(pythons);
-        }
-        dirs.insert(0, dir);
-    }
-    if let Some(dir) = own_object_dir() {
-        dirs.insert(1.min(dirs.len()), dir);
+        dirs.extend(crate::toolsearch::pip_package_dirs(dir));
     }
     let mut out: Vec<PathBuf> = Vec::new();
     for dir in dirs {
-        let mut found = vec![dir.join(TOOL_FILE)];
         // setuptools-rust names the library after the Python extension suffix.
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            let mut named: Vec<PathBuf> = entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                        n.starts_with("librocprof_cuda_tool.")
-                            && n.ends_with(".so")
-                            && n != TOOL_FILE
-                    })
-                })
-                .collect();
-            named.sort();
-            found.extend(named);
-        }
-        for f in found {
+        let named = crate::toolsearch::shared_objects(&dir, "librocprof_cuda_tool.");
+        for f in std::iter::once(dir.join(TOOL_FILE)).chain(named) {
             if !out.contains(&f) {
                 out.push(f);
             }
