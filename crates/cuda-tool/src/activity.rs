@@ -128,6 +128,7 @@ pub unsafe extern "C" fn buffer_completed(
             buffer as *mut u64,
             size / 8,
         ));
+        // A buffer the full pool would not keep is freed now, not cleared first.
         if lock(&POOL).len() >= POOL_MAX {
             return;
         }

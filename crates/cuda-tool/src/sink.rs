@@ -94,13 +94,18 @@ pub struct Sink {
     counts: Counts,
 }
 
-/// Splits off the rows of `v` that start before `limit`, in start order (a stable sort: equal
-/// starts keep CUPTI's order).
-fn ready<T>(v: &mut Vec<T>, limit: u64, start: impl Fn(&T) -> u64) -> Vec<T> {
-    let (mut out, keep): (Vec<T>, Vec<T>) = std::mem::take(v)
+/// Splits off the rows of `v` that start before `limit`, in arrival order.
+fn before<T>(v: &mut Vec<T>, limit: u64, start: impl Fn(&T) -> u64) -> Vec<T> {
+    let (out, keep): (Vec<T>, Vec<T>) = std::mem::take(v)
         .into_iter()
         .partition(|r| start(r) < limit);
     *v = keep;
+    out
+}
+
+/// [`before`], in start order (a stable sort: equal starts keep CUPTI's order).
+fn ready<T>(v: &mut Vec<T>, limit: u64, start: impl Fn(&T) -> u64) -> Vec<T> {
+    let mut out = before(v, limit, &start);
     out.sort_by_key(|r| start(r));
     out
 }
@@ -192,16 +197,9 @@ impl Sink {
         for a in ready(&mut self.held.apis, limit, |a| a.start) {
             self.api(&a, api_name)?;
         }
-        let (markers, keep) = std::mem::take(&mut self.held.markers)
-            .into_iter()
-            .partition(|m| m.timestamp < limit);
-        self.held.markers = keep;
+        let markers = before(&mut self.held.markers, limit, |m| m.timestamp);
         self.markers(markers)?;
-        let (allocs, keep) = std::mem::take(&mut self.held.allocs)
-            .into_iter()
-            .partition(|a| a.timestamp < limit);
-        self.held.allocs = keep;
-        for a in allocs {
+        for a in before(&mut self.held.allocs, limit, |a| a.timestamp) {
             self.allocation(&a)?;
         }
         Ok(())
