@@ -85,12 +85,9 @@ fn in_id_order(outs: &mut [Out], cx: &Ctx<'_, '_>) -> Result<Pass> {
         emit(&mut outs[s], cx, &mut nests[s], k, values)
     };
     if !cx.dims.pmcs.is_empty() && cx.src.has_rows("rocpd_pmc_event")? {
-        let flow = cx.src.dispatch_scan(Order::Id, true, |k, values| {
-            Ok(match route(k, values)? {
-                Pass::Done => ControlFlow::Continue(()),
-                Pass::OutOfOrder => ControlFlow::Break(()),
-            })
-        })?;
+        let flow = cx
+            .src
+            .dispatch_scan(Order::Id, true, |k, values| Ok(route(k, values)?.flow()))?;
         if flow.is_break() {
             return Ok(Pass::OutOfOrder);
         }
@@ -136,10 +133,7 @@ fn kernels(out: &mut Out, cx: &Ctx<'_, '_>, (i, n): (usize, usize), order: Order
         if shard(cx, k, n) != i {
             return Ok(ControlFlow::Continue(()));
         }
-        Ok(match emit(out, cx, &mut nests, k, values)? {
-            Pass::Done => ControlFlow::Continue(()),
-            Pass::OutOfOrder => ControlFlow::Break(()),
-        })
+        Ok(emit(out, cx, &mut nests, k, values)?.flow())
     })?;
     if flow.is_break() {
         return Ok(Pass::OutOfOrder);

@@ -2,8 +2,6 @@
 //! instant samples and markers, memory copies (slices plus a bytes counter) and memory and
 //! scratch allocations (counter tracks).
 
-use std::ops::ControlFlow;
-
 use rusqlite::types::ValueRef;
 
 use super::encoder::{Arg, Kind};
@@ -277,12 +275,9 @@ pub fn samples(out: &mut Out, cx: &Ctx<'_, '_>, _sorted: bool) -> Result<Pass> {
 pub fn copies(out: &mut Out, cx: &Ctx<'_, '_>, sorted: bool) -> Result<Pass> {
     let order = if sorted { Order::Start } else { Order::Id };
     let mut nests: IdMap<u64, Nest> = IdMap::default();
-    let flow = cx.src.copy_scan(order, |m| {
-        Ok(match copy(out, cx, &mut nests, m)? {
-            Pass::Done => ControlFlow::Continue(()),
-            Pass::OutOfOrder => ControlFlow::Break(()),
-        })
-    })?;
+    let flow = cx
+        .src
+        .copy_scan(order, |m| Ok(copy(out, cx, &mut nests, m)?.flow()))?;
     if flow.is_break() {
         return Ok(Pass::OutOfOrder);
     }

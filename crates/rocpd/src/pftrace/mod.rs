@@ -107,6 +107,16 @@ pub enum Pass {
     OutOfOrder,
 }
 
+impl Pass {
+    /// Whether a row scan goes on: stop at the first row out of order.
+    pub fn flow(self) -> std::ops::ControlFlow<()> {
+        match self {
+            Pass::Done => std::ops::ControlFlow::Continue(()),
+            Pass::OutOfOrder => std::ops::ControlFlow::Break(()),
+        }
+    }
+}
+
 /// One process being converted.
 pub struct Ctx<'s, 'a> {
     /// The source.
