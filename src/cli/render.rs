@@ -293,7 +293,16 @@ pub fn print_files(report: &SessionReport, by_pid: bool) {
         for f in list {
             match &f.problem {
                 None => {
-                    let _ = writeln!(out, "  {:>10}  {}", human_size(f.size), f.path.display());
+                    let rows = f
+                        .rows
+                        .map(|n| format!("  ({} rows)", crate::attach::session::group(n)))
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        out,
+                        "  {:>10}  {}{rows}",
+                        human_size(f.size),
+                        f.path.display()
+                    );
                 }
                 Some(p) => {
                     let _ = writeln!(

@@ -3,10 +3,11 @@
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
+use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Instant;
 
 use crate::activity::{self, BUFFER_BYTES, CUPTI};
-use crate::cuda::{self, CudaInfo};
+use crate::cuda;
 use crate::cupti::{self, Cupti};
 use crate::db::{self, SessionInfo};
 use crate::protocol::{AttachRequest, Code, Plan, ToolError};
@@ -45,13 +46,13 @@ pub fn clock_offset(clock: &dyn Fn() -> Option<u64>) -> Option<(i64, i64)> {
 
 struct Session {
     plan: Plan,
+    /// The process JSON (`extdata`): what the session knows at attach.
+    extdata: serde_json::Value,
+    /// Rows were written since the last commit.
+    uncommitted: bool,
     cupti: &'static Cupti,
     enabled: Vec<u32>,
     subscriber: *mut c_void,
-    offset: i64,
-    offset_width: i64,
-    cupti_version: u32,
-    cuda: CudaInfo,
     /// The database, written while the session runs (`None` once a write failed).
     sink: Option<Sink>,
     /// Why writing failed during the window.
@@ -71,17 +72,53 @@ fn api_namer(c: &'static Cupti) -> impl Fn(bool, u32) -> String {
 }
 
 fn write_failed(db: &std::path::Path, e: &str) -> ToolError {
+    let full = e.contains("full") || e.contains("No space left");
+    let cause = if full {
+        " (ENOSPC: the file system holding it is full)"
+    } else {
+        ""
+    };
     ToolError::new(
         Code::Internal,
-        format!("writing the database {} failed: {e}; the collected data is lost: check the path and free space, then attach again", db.display()),
+        format!("writing the database {} failed: {e}{cause}; the rows committed before the failure stay in it, the rest of the window is lost: {}, then attach again", db.display(),
+            if full { "free space there or choose another directory with -d" } else { "check the path and free space" }),
     )
 }
 
-/// The backend used inside the target process.
-#[derive(Default)]
-pub struct CuptiBackend {
-    session: Option<Session>,
+// SAFETY: the subscriber handle and the CUPTI table are only used under the session lock.
+unsafe impl Send for Session {}
+
+/// The attached session of this process: the tool thread's, and the exit path's when the
+/// process ends during it ([`crate::exit`]).
+static SESSION: Mutex<Option<Session>> = Mutex::new(None);
+
+/// The reply of a session the exit path finished, for a detach that comes after it.
+static FINISHED_AT_EXIT: Mutex<Option<serde_json::Value>> = Mutex::new(None);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// The session lock within `wait` (a tick or a detach in progress lets go within
+/// milliseconds), or None: polled every millisecond, never waiting longer.
+fn lock_within(wait: std::time::Duration) -> Option<MutexGuard<'static, Option<Session>>> {
+    let until = Instant::now() + wait;
+    loop {
+        match SESSION.try_lock() {
+            Ok(g) => return Some(g),
+            Err(TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            }
+            Err(TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
+/// The backend used inside the target process (its session lives in one place per process,
+/// shared with the exit path).
+#[derive(Default)]
+pub struct CuptiBackend;
 
 fn kind_name(k: u32) -> &'static str {
     match k {
@@ -276,11 +313,19 @@ impl CuptiBackend {
         });
         let cuda = cuda::query();
         let init = boottime_ns();
+        let extdata = serde_json::json!({
+            "backend": "cuda", "tool": "rocprof-attach", "cupti": c.path.display().to_string(),
+            "cupti_version": version, "driver_version": cuda.driver_version,
+            "clock": "CLOCK_BOOTTIME", "source_clock": "cuptiGetTimestamp",
+            "clock_offset_ns": offset, "clock_offset_uncertainty_ns": offset_width,
+            "kinds": plan.kind_names(), "process_start_ns": crate::host::process_start_ns(),
+            "finished": false,
+        });
         let header = SessionInfo {
             init,
             fini: init,
             offset,
-            extdata: serde_json::json!({}),
+            extdata: extdata.clone(),
             demangle: plan.demangle,
         };
         let sink = match Sink::create(&plan.db, &cuda, &header) {
@@ -303,15 +348,15 @@ impl CuptiBackend {
             "notes": plan.notes,
             "left_out": plan.left_out,
         });
-        self.session = Some(Session {
+        *lock(&FINISHED_AT_EXIT) = None;
+        crate::exit::arm();
+        *lock(&SESSION) = Some(Session {
             plan,
+            extdata,
+            uncommitted: false,
             cupti: c,
             enabled,
             subscriber: sub,
-            offset,
-            offset_width,
-            cupti_version: version,
-            cuda,
             sink: Some(sink),
             sink_error: None,
         });
@@ -320,7 +365,8 @@ impl CuptiBackend {
 
     /// Writes what CUPTI has delivered since the last tick (rows older than the lag).
     fn do_tick(&mut self) {
-        let Some(s) = self.session.as_mut() else {
+        let mut guard = lock(&SESSION);
+        let Some(s) = guard.as_mut() else {
             return;
         };
         // A default flush: CUPTI hands over every buffer whose records are all complete, full
@@ -332,19 +378,33 @@ impl CuptiBackend {
         let Some(sink) = s.sink.as_mut() else {
             return; // a write failed: detach reports it; the rows are dropped
         };
-        if let Err(e) = sink.add(rows, &api_namer(s.cupti)) {
+        let before = sink.counts().clone();
+        let mut r = sink.add(rows, &api_namer(s.cupti));
+        s.uncommitted |= *sink.counts() != before;
+        // What was written is committed: a process killed from here on keeps it.
+        if r.is_ok() && s.uncommitted {
+            r = sink.commit(boottime_ns(), &s.extdata);
+            s.uncommitted = r.is_err();
+        }
+        if let Err(e) = r {
             s.sink_error = Some(e.to_string());
             s.sink = None;
         }
     }
 
     fn do_detach(&mut self) -> Result<serde_json::Value, ToolError> {
-        let Some(s) = self.session.take() else {
+        // Held to the end: a process exiting meanwhile waits for this detach to finish.
+        let mut guard = lock(&SESSION);
+        let Some(s) = guard.take() else {
+            if let Some(reply) = lock(&FINISHED_AT_EXIT).clone() {
+                return Ok(reply); // the process is exiting; its database is finished
+            }
             return Err(ToolError::new(
                 Code::Internal,
                 "detach without an attached session; send 'attach' first",
             ));
         };
+        crate::exit::disarm();
         let c = s.cupti;
         let t0 = Instant::now();
         // SAFETY: plain CUPTI calls; the subscriber came from cuptiSubscribe.
@@ -359,13 +419,7 @@ impl CuptiBackend {
         let flush_us = t0.elapsed().as_micros() as u64;
         let rows = activity::take_rows();
         let t1 = Instant::now();
-        let extdata = serde_json::json!({
-            "backend": "cuda", "tool": "rocprof-attach", "cupti": c.path.display().to_string(),
-            "cupti_version": s.cupti_version, "driver_version": s.cuda.driver_version,
-            "clock": "CLOCK_BOOTTIME", "source_clock": "cuptiGetTimestamp",
-            "clock_offset_ns": s.offset, "clock_offset_uncertainty_ns": s.offset_width,
-            "kinds": s.plan.kind_names(), "process_start_ns": crate::host::process_start_ns(),
-        });
+        let extdata = ended_by(&s.extdata, "detach");
         let name = api_namer(c);
         let mut sink = match (s.sink, s.sink_error) {
             (Some(sink), None) => sink,
@@ -385,6 +439,56 @@ impl CuptiBackend {
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
         }))
     }
+}
+
+/// `extdata` with `"ended_by"` set (`detach`, `exit`, `signal SIGTERM`, ...).
+fn ended_by(extdata: &serde_json::Value, how: &str) -> serde_json::Value {
+    let mut json = extdata.clone();
+    if let Some(o) = json.as_object_mut() {
+        o.insert("ended_by".into(), how.into());
+    }
+    json
+}
+
+/// Finishes the attached session, if any, as the process ends (`how`: `exit` or `signal NAME`;
+/// [`crate::exit`]). The rows already handed over are written and committed first, before any
+/// call into CUPTI, which may be torn down or blocked by the thread that is ending the process;
+/// then CUPTI's buffers are flushed and the database finished. Activity is not disabled: the
+/// process is going away. Bounded: gives up if the tool thread holds the session longer than
+/// [`crate::exit::LOCK_WAIT`].
+pub fn finish_at_exit(how: &str) {
+    let Some(mut guard) = lock_within(crate::exit::LOCK_WAIT) else {
+        return;
+    };
+    let Some(mut s) = guard.take() else {
+        return;
+    };
+    let name = api_namer(s.cupti);
+    let extdata = ended_by(&s.extdata, how);
+    let Some(mut sink) = s.sink.take() else {
+        return;
+    };
+    let held = sink
+        .add(activity::take_rows(), &name)
+        .and_then(|()| sink.commit(boottime_ns(), &extdata));
+    if held.is_err() {
+        return;
+    }
+    // SAFETY: plain CUPTI call, outside any CUPTI callback.
+    unsafe { (s.cupti.flush_all)(cupti::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    let rows = activity::take_rows();
+    let done = sink
+        .add(rows, &name)
+        .and_then(|()| sink.finish(boottime_ns(), &extdata, &name));
+    if let Ok(counts) = done {
+        *lock(&FINISHED_AT_EXIT) = Some(serde_json::json!({
+            "db": s.plan.db.display().to_string(), "ended_by": how,
+            "kernels": counts.kernels, "copies": counts.copies, "api": counts.api,
+            "allocations": counts.allocations, "dropped": counts.dropped, "late": counts.late,
+        }));
+    }
+    drop(guard);
+    crate::exit::disarm();
 }
 
 /// Tells CUPTI our buffers come zeroed (fresh ones from the allocator, reused ones cleared as

@@ -4,8 +4,10 @@
 //!
 //! - agents: one CPU agent (id 0) and one GPU agent per CUDA device (id = ordinal + 1,
 //!   `name` = `sm_<major><minor>`, model and product name = `cuDeviceGetName`, vendor
-//!   `NVIDIA`, `uuid` = last 8 UUID bytes, the full `GPU-...` UUID, SM count (`cu_count`),
-//!   memory and limits in the agent JSON);
+//!   `NVIDIA`, `uuid` = last 8 UUID bytes; the agent JSON carries every key rocprofiler-sdk
+//!   writes for an agent (`rocprof_rocpd::agent_json`, completed by the writer): SM count as
+//!   `cu_count`, warp size as `wave_front_size`, memory and limits, the full `GPU-...` UUID as
+//!   `cuda_uuid`, neutral values for what CUDA has no counterpart of);
 //! - kernels → `rocpd_kernel_dispatch` (dispatch ids 1, 2, ... in record order), one kernel
 //!   symbol per distinct name (code object 1, `memory://cuda`; display name demangled by the
 //!   process's `__cxa_demangle` when libstdc++ is mapped), static shared memory → symbol
@@ -115,7 +117,10 @@ pub(crate) fn gpu_agent(d: &Device) -> Agent {
         "max_engine_clk_fcompute": d.clock_khz / 1000, "domain": d.pci[2],
         "location_id": (d.pci[0] << 8) | (d.pci[1] << 3), "vendor_id": 0x10de,
         "name": name, "vendor_name": "NVIDIA", "product_name": product, "model_name": product,
-        "uuid": d.uuid_text(), "compute_capability": format!("{}.{}", d.cc.0, d.cc.1),
+        "logical_node_type_id": d.ordinal, "simd_per_cu": 4, "num_xcc": 1,
+        "max_waves_per_simd": if d.warp_size > 0 { d.max_threads_per_sm / d.warp_size / 4 } else { 0 },
+        "uuid": {"value": d.uuid_int()}, "cuda_uuid": d.uuid_text(),
+        "compute_capability": format!("{}.{}", d.cc.0, d.cc.1),
         "device_ordinal": d.ordinal, "memory_bytes": d.memory,
     });
     Agent {
@@ -171,7 +176,7 @@ impl Header {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let mut w = Writer::create(
+        let mut w = Writer::create_journaled(
             path,
             &Guid::from_parts(ms, (pid as u64) ^ session.init as u64),
         )?;
@@ -206,6 +211,9 @@ impl Header {
             w.agent(&gpu_agent(d))?;
             agents.insert(d.ordinal as u32);
         }
+        // The header is committed at once: from here on the file is a rocpd database with its
+        // process, whatever happens to the process.
+        w.commit()?;
         let first_gpu = cuda
             .devices
             .first()
@@ -251,6 +259,7 @@ fn cpu_agent() -> Agent {
         vendor_name: vendor.clone(),
         product_name: cpu.clone(),
         extdata: serde_json::json!({"node_id": 0, "logical_node_id": 0, "type": 1,
+            "cpu_cores_count": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
             "name": cpu, "vendor_name": vendor, "product_name": cpu, "model_name": cpu})
         .to_string(),
     }

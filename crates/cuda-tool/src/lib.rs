@@ -13,6 +13,7 @@ pub mod backend;
 pub mod cuda;
 pub mod cupti;
 pub mod db;
+pub mod exit;
 pub mod host;
 pub mod protocol;
 pub mod records;

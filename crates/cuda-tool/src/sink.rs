@@ -9,6 +9,10 @@
 //! counted (`late_records` in the process's JSON) and the readers sort them. What is still held
 //! at detach is written by [`Sink::finish`].
 //!
+//! The database is committed as the session runs ([`Sink::commit`], every tick that wrote rows),
+//! with a rollback journal: whenever the process ends, even by SIGKILL, the file is a valid rocpd
+//! database with every committed row (all but the rows of about the last [`LAG_NS`]).
+//!
 //! Kernels, copies and allocations take the thread id of the API call with the same correlation
 //! id, looked up among the API rows of the last [`TID_GENERATION_NS`] or more, or the process id
 //! when API tracing is off.
@@ -88,6 +92,9 @@ pub struct Sink {
     spare: i64,
     names: HashMap<(bool, u32), String>,
     open_markers: HashMap<u32, (u64, Option<u32>, String)>,
+    /// The last runtime call written per thread (start, end, region id): the parent of the
+    /// driver calls inside it.
+    open_runtime: HashMap<u32, (u64, u64, i64)>,
     markers: i64,
     /// Newest start written per kind: kernels, copies, API calls.
     last: [u64; 3],
@@ -127,6 +134,7 @@ impl Sink {
             spare: 1 << 40,
             names: HashMap::new(),
             open_markers: HashMap::new(),
+            open_runtime: HashMap::new(),
             markers: 0,
             last: [0; 3],
             counts: Counts::default(),
@@ -136,6 +144,27 @@ impl Sink {
     /// Rows written so far.
     pub fn counts(&self) -> &Counts {
         &self.counts
+    }
+
+    /// Commits what was written so far, with the process's end set to `now` and its JSON
+    /// (`extdata` plus the counts and `"finished": false`): a process that dies after this
+    /// leaves a valid database that says how far it got.
+    pub fn commit(&mut self, now: i64, extdata: &serde_json::Value) -> Result<()> {
+        let json = self.process_json(extdata, false);
+        self.h.writer.finish_process(now, &json)?;
+        self.h.writer.commit()
+    }
+
+    /// `extdata` with the record counts and whether the database was finished.
+    fn process_json(&self, extdata: &serde_json::Value, finished: bool) -> String {
+        let mut json = extdata.clone();
+        if let Some(o) = json.as_object_mut() {
+            o.insert("dropped_records".into(), self.counts.dropped.into());
+            o.insert("ignored_records".into(), self.counts.ignored.into());
+            o.insert("late_records".into(), self.counts.late.into());
+            o.insert("finished".into(), finished.into());
+        }
+        json.to_string()
     }
 
     /// Takes `rows` in and writes every row now [`LAG_NS`] behind the frontier.
@@ -167,8 +196,8 @@ impl Sink {
         self.write_ready(self.frontier.saturating_sub(LAG_NS), api_name)
     }
 
-    /// Writes every held row, sets the process's end time and JSON (with the record counts
-    /// added) and commits the database.
+    /// Writes every held row, sets the process's end time and JSON (with the record counts and
+    /// `"finished": true` added) and commits the database.
     pub fn finish(
         mut self,
         fini: i64,
@@ -176,13 +205,8 @@ impl Sink {
         api_name: &dyn Fn(bool, u32) -> String,
     ) -> Result<Counts> {
         self.write_ready(u64::MAX, api_name)?;
-        let mut json = extdata.clone();
-        if let Some(o) = json.as_object_mut() {
-            o.insert("dropped_records".into(), self.counts.dropped.into());
-            o.insert("ignored_records".into(), self.counts.ignored.into());
-            o.insert("late_records".into(), self.counts.late.into());
-        }
-        self.h.writer.finish_process(fini, &json.to_string())?;
+        let json = self.process_json(extdata, true);
+        self.h.writer.finish_process(fini, &json)?;
         self.h.writer.finish()?;
         Ok(self.counts)
     }
@@ -286,8 +310,10 @@ impl Sink {
             kernel_id,
             queue_id: k.stream as i64,
             stream_id: k.stream as i64,
+            // As rocprofv3 writes a dispatch's event: stack and parent stack = its own id.
             correlation: Correlation {
                 internal: k.correlation as i64,
+                ancestor: k.correlation as i64,
                 ..Default::default()
             },
             start: self.ts(k.start),
@@ -342,6 +368,7 @@ impl Sink {
             .or_insert_with(|| api_name(a.driver, a.cbid))
             .clone();
         let id = self.region_id(a.correlation as i64);
+        let ancestor = self.ancestor(a, id);
         let (start, mut end) = (self.ts(a.start), self.ts(a.end));
         if end == start {
             end += 1; // a zero-length call would become a sample
@@ -353,12 +380,27 @@ impl Sink {
             tid: a.tid as i64,
             correlation: Correlation {
                 internal: id,
+                ancestor,
                 ..Default::default()
             },
             start,
             end,
             ..Default::default()
         })
+    }
+
+    /// The parent stack id of API call `a` (region `id`), as rocprofv3 nests an HSA call in the
+    /// HIP call that made it: a driver call inside the last runtime call of its thread (API rows
+    /// are written in start order) has that call's id; any other call has 0 (top level).
+    fn ancestor(&mut self, a: &crate::records::ApiRow, id: i64) -> i64 {
+        if !a.driver {
+            self.open_runtime.insert(a.tid, (a.start, a.end, id));
+            return 0;
+        }
+        match self.open_runtime.get(&a.tid) {
+            Some(&(start, end, parent)) if a.start >= start && a.end <= end => parent,
+            _ => 0,
+        }
     }
 
     /// NVTX markers: start and end records paired by id (across calls), instantaneous ones

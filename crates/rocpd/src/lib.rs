@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 
 pub mod agent_info;
+pub mod agent_json;
 pub mod csv;
 pub mod domain;
 pub mod error;

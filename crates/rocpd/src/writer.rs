@@ -4,6 +4,10 @@
 //! Everything is written inside one transaction with cached prepared statements; call
 //! [`Writer::finish`] to commit. Dropping a writer without finishing rolls back and leaves an
 //! empty-schema file behind only if the schema had been committed (it never is before `finish`).
+//!
+//! A writer that fills its database while a process runs ([`Writer::create_journaled`]) commits
+//! every so often ([`Writer::commit`]) with a rollback journal, so that the file is a valid
+//! database holding every committed row whenever the process stops, even by SIGKILL.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -95,6 +99,29 @@ impl Writer {
     /// Creates `path` (replacing any existing file, as rocprofv3 does), loads the schema for
     /// `guid` and opens the write transaction.
     pub fn create(path: &Path, guid: &Guid) -> Result<Writer> {
+        Self::create_with(path, guid, "OFF")
+    }
+
+    /// Like [`Writer::create`], for a database written while its process runs: a rollback
+    /// journal (`journal_mode = DELETE`, no fsync) keeps the file valid across a process killed
+    /// mid-commit, and the schema is committed at once, so the file is a rocpd database from
+    /// the start. Call [`Writer::commit`] to make the rows written so far durable.
+    pub fn create_journaled(path: &Path, guid: &Guid) -> Result<Writer> {
+        let mut w = Self::create_with(path, guid, "DELETE")?;
+        w.commit()?;
+        Ok(w)
+    }
+
+    /// Commits the rows written so far (a process killed after this keeps them) and opens the
+    /// next transaction. Only for a writer made by [`Writer::create_journaled`]: without a
+    /// journal, a commit interrupted by a kill can leave a damaged file.
+    pub fn commit(&mut self) -> Result<()> {
+        self.flush_dispatches()?;
+        self.conn.execute_batch("COMMIT; BEGIN")?;
+        Ok(())
+    }
+
+    fn create_with(path: &Path, guid: &Guid, journal: &str) -> Result<Writer> {
         let werr = |reason: String| Error::OutputWrite {
             path: path.to_path_buf(),
             reason,
@@ -110,7 +137,7 @@ impl Writer {
             ))
         })?;
         conn.execute_batch(
-            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -16384;",
+            &format!("PRAGMA journal_mode = {journal}; PRAGMA synchronous = OFF; PRAGMA cache_size = -16384;"),
         )?;
         // Every row is checked against the tables it refers to in debug builds (the tests), not
         // in release builds: the checks cost a fifth of the write time (docs/performance.md,
@@ -311,11 +338,18 @@ impl Writer {
              vendor_name, product_name, user_name, extdata) VALUES (?1, ?2, ?3, ?4, ?1, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
             self.t("rocpd_info_agent")
         );
-        let extdata = if a.extdata.is_empty() {
-            "{}".to_owned()
-        } else {
-            sanitize(&a.extdata)
+        // Every key rocprofiler-sdk writes for an agent, so that ROCm's own readers decode it.
+        let facts = crate::agent_json::RowFacts {
+            id: a.id,
+            agent_type: &a.agent_type,
+            logical_index: a.logical_index,
+            type_index: a.type_index,
+            name: &a.name,
+            model_name: &a.model_name,
+            vendor_name: &a.vendor_name,
+            product_name: &a.product_name,
         };
+        let extdata = sanitize(&crate::agent_json::complete(&a.extdata, &facts));
         self.conn.execute(
             &sql,
             params![

@@ -8,7 +8,7 @@ use super::events::{Event, Events};
 use super::output_wait::OutputWait;
 use super::plan::Plan;
 use super::report::{
-    results_of, verdict, FileReport, Message, ProcessReport, SessionReport, Severity,
+    results_of, verdict, FileReport, Message, ProcessReport, ProcessStatus, SessionReport, Severity,
 };
 use super::wait::WaitEnd;
 use super::AttachRequest;
@@ -24,6 +24,8 @@ use std::path::PathBuf;
 pub struct Collector {
     snapshots: HashMap<((u64, u64), String), Snapshot>,
     pub(super) prefixes: Vec<(i32, Option<String>)>,
+    /// The least free space of the output file systems from here to the collection.
+    space: super::space::SpaceWatch,
 }
 
 impl Collector {
@@ -56,9 +58,11 @@ impl Collector {
                 .or_insert_with(|| Snapshot::take(pid, &pattern));
             prefixes.push((pid, pattern.exact()));
         }
+        let dirs: Vec<PathBuf> = snapshots.values().filter_map(Snapshot::root_now).collect();
         Collector {
             snapshots,
             prefixes,
+            space: super::space::SpaceWatch::start(&dirs),
         }
     }
 
@@ -139,6 +143,17 @@ impl Collector {
         let output = self.output_dirs();
         let self_places = self.pending_places(detach);
         let mut files = self.written();
+        let least_free = self.space.stop();
+        // A database left mid-commit (its process killed) is rolled back to its last commit,
+        // and the journal is no output of its own.
+        for f in &files {
+            if f.host_path.extension().is_some_and(|e| e == "db") {
+                super::verify::recover_journal(&f.host_path);
+            }
+        }
+        files.retain(|f| {
+            !f.host_path.to_string_lossy().ends_with("-journal") || f.host_path.exists()
+        });
         files.extend(convert_missing_formats(req, &files, events));
         let owners = outputs::owners(&files, &prefixes);
         let mut processes = results_of(plan, attach, &end.exited, detach);
@@ -160,7 +175,8 @@ impl Collector {
                 no_output_hint(req, attach, &output)
             })
         };
-        if let Some(m) = incomplete(&files) {
+        messages.extend(exited_with_data(&processes, &files, plan));
+        if let Some(m) = incomplete(&files, least_free) {
             messages.push(m);
             if matches!(exit_code, ExitCode::Success | ExitCode::FormatMissing) {
                 exit_code = ExitCode::NoOutput;
@@ -210,12 +226,20 @@ fn attribute(
     let files: Vec<FileReport> = files
         .into_iter()
         .zip(owners)
-        .map(|(f, pid)| FileReport {
-            problem: super::verify::problem(&f.host_path),
-            path: f.path,
-            host_path: f.host_path,
-            size: f.size,
-            pid,
+        .map(|(f, pid)| {
+            let problem = super::verify::problem(&f.host_path);
+            let is_db = f.host_path.extension().is_some_and(|e| e == "db");
+            let rows = (problem.is_none() && is_db)
+                .then(|| super::verify::contents(&f.host_path).map(|c| c.rows()))
+                .flatten();
+            FileReport {
+                problem,
+                rows,
+                path: f.path,
+                host_path: f.host_path,
+                size: f.size,
+                pid,
+            }
         })
         .collect();
     for f in &files {
@@ -252,7 +276,7 @@ fn not_yet_written(req: &AttachRequest, waited: OutputWait, places: &str) -> Mes
 }
 
 /// The error naming the files that are not whole, their state and the cause; None if all are.
-fn incomplete(files: &[FileReport]) -> Option<Message> {
+fn incomplete(files: &[FileReport], least_free: Option<u64>) -> Option<Message> {
     let bad: Vec<&FileReport> = files.iter().filter(|f| f.problem.is_some()).collect();
     if bad.is_empty() {
         return None;
@@ -281,9 +305,78 @@ fn incomplete(files: &[FileReport]) -> Option<Message> {
             super::plural(files.len()),
             if bad.len() == 1 { "is" } else { "are" },
             list.join("; "),
-            super::verify::space_cause(dir)
+            super::verify::space_cause(dir, least_free)
         ),
     })
+}
+
+/// What each process that exited during the session left: its databases, what they hold and
+/// whether its tool finished them, or, with none, what its profiler does on exit (docs/output.md,
+/// "When the target ends").
+fn exited_with_data(
+    processes: &[ProcessReport],
+    files: &[FileReport],
+    plan: &Plan,
+) -> Vec<Message> {
+    let mut out = Vec::new();
+    for p in processes
+        .iter()
+        .filter(|p| p.status == ProcessStatus::Exited)
+    {
+        let cuda = plan
+            .targets
+            .iter()
+            .any(|t| t.report.pid == p.pid && t.report.backend == crate::cuda::Backend::Cuda);
+        let dbs: Vec<&FileReport> = files
+            .iter()
+            .filter(|f| f.pid == Some(p.pid) && f.problem.is_none())
+            .filter(|f| f.host_path.extension().is_some_and(|e| e == "db"))
+            .collect();
+        for f in &dbs {
+            let Some(c) = super::verify::contents(&f.host_path) else {
+                continue;
+            };
+            out.push(Message {
+                severity: Severity::Warning,
+                text: format!(
+                    "process {} exited during the session; {} is a complete rocpd database and holds {} ({} rows) {}",
+                    p.pid,
+                    f.path.display(),
+                    c.describe(),
+                    super::verify::group(c.rows()),
+                    how_it_ended(&c)
+                ),
+            });
+        }
+        if dbs.is_empty() && !cuda {
+            out.push(Message {
+                severity: Severity::Warning,
+                text: format!(
+                    "process {}: rocprofiler-sdk writes the output of a session still attached when the process \
+                     exits normally (exit() or a return from main), not when a signal kills it or it calls _exit",
+                    p.pid
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// How the writer of a database ended it, as the database says.
+fn how_it_ended(c: &super::verify::Contents) -> String {
+    match (c.finished, c.ended_by.as_deref()) {
+        (Some(true), Some(how)) if how != "detach" => format!(
+            "up to its end: the CUDA tool wrote every record and finished the database at its {how}"
+        ),
+        (Some(true), _) => "(finished by the tool)".to_string(),
+        (Some(false), _) => format!(
+            "committed up to {:.1} s into the session: the process ended without running any code \
+             (SIGKILL, _exit, or a signal the tool could not wait for), so the records of about its last second \
+             are not in it",
+            c.span_ns as f64 / 1e9
+        ),
+        (None, _) => "(written by the tool before the process ended)".to_string(),
+    }
 }
 
 /// If the user asked for CSV, JSON, Perfetto or OTF2 and the tool only wrote rocpd databases,

@@ -19,6 +19,7 @@ mod events;
 mod output_wait;
 mod plan;
 mod report;
+mod space;
 mod verify;
 mod wait;
 
@@ -34,6 +35,7 @@ pub use plan::{claim_descendants, plan, plan_roots, select, Failure, Plan, Plann
 pub use report::{
     nothing_attached, FileReport, Message, ProcessReport, ProcessStatus, SessionReport, Severity,
 };
+pub use verify::group;
 pub use wait::{WaitEnd, WaitOptions, Waiter};
 
 use crate::envbuf::EnvList;

@@ -78,6 +78,9 @@ pub struct FileReport {
     pub pid: Option<i32>,
     /// What is wrong with it when it is not complete (empty, truncated), else None.
     pub problem: Option<String>,
+    /// The records a complete rocpd database holds (kernel dispatches, copies, API calls,
+    /// allocations, counter values); None for other files.
+    pub rows: Option<u64>,
 }
 
 /// How serious a [`Message`] is.

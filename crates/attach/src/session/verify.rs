@@ -8,6 +8,9 @@ use crate::outputs::human_size;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+/// Free space below which a file system counts as full (bytes).
+pub const FULL_BELOW: u64 = 64 * 1024;
+
 /// What is wrong with a file that is not complete, or None when it looks complete. Checked by
 /// content where the format allows it cheaply: a rocpd (SQLite) database is as long as its header
 /// says, a JSON document ends with `}` or `]`, a CSV file with a newline; any file is non-empty.
@@ -48,7 +51,8 @@ pub fn problem(host_path: &Path) -> Option<String> {
                     human_size(expected.max(size.div_ceil(page.max(1)) * page))
                 ));
             }
-            None
+            drop(f);
+            db_problem(host_path)
         }
         "json" | "csv" => {
             // The last bytes: a JSON document closes its top level, a CSV file ends its line.
@@ -77,13 +81,192 @@ pub fn problem(host_path: &Path) -> Option<String> {
     }
 }
 
-/// Why files came out incomplete, from the state of the file system holding `dir` now.
-pub fn space_cause(dir: &Path) -> String {
+/// What is wrong with a rocpd database whose header is whole: None when it holds a process.
+/// A database without one is what a tool leaves when its write failed and SQLite rolled the
+/// transaction back (a full disk: the space is free again afterwards).
+fn db_problem(path: &Path) -> Option<String> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ok()?;
+    let tables: Vec<String> = match conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rocpd_%'")
+        .and_then(|mut st| {
+            st.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        }) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("not a readable SQLite database ({e})")),
+    };
+    let count = |t: &str| -> i64 {
+        conn.query_row(&format!("SELECT count(*) FROM \"{t}\""), [], |r| r.get(0))
+            .unwrap_or(0)
+    };
+    let metadata: i64 = tables
+        .iter()
+        .filter(|t| t.starts_with("rocpd_metadata"))
+        .map(|t| count(t))
+        .sum();
+    let processes: i64 = tables
+        .iter()
+        .filter(|t| t.starts_with("rocpd_info_process"))
+        .map(|t| count(t))
+        .sum();
+    if processes > 0 {
+        return None;
+    }
+    Some(if metadata > 0 {
+        format!(
+            "not a complete rocpd database: it holds no process, only its schema and {metadata} metadata rows \
+             (the tool's write failed and SQLite rolled it back)"
+        )
+    } else {
+        "not a rocpd database: no process and no metadata (the tool's write failed before its first commit)"
+            .to_string()
+    })
+}
+
+/// A database left with a hot rollback journal beside it (the process was killed during a
+/// commit) is rolled back to its last commit here, as any SQLite reader with write access
+/// would on opening it: true if there was one.
+pub fn recover_journal(path: &Path) -> bool {
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    let hot = std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0);
+    if !hot {
+        return false;
+    }
+    rusqlite::Connection::open(path)
+        .and_then(|c| {
+            c.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        })
+        .is_ok()
+}
+
+/// What a complete rocpd database holds: its records by kind, and how its writer ended it (the
+/// CUDA tool's `finished` and `ended_by` in the process JSON).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Contents {
+    /// Kernel dispatches.
+    pub kernels: u64,
+    /// Memory copies.
+    pub copies: u64,
+    /// API calls and markers (regions and samples).
+    pub api: u64,
+    /// Memory allocations.
+    pub allocations: u64,
+    /// Counter values.
+    pub counters: u64,
+    /// `finished` of the process JSON (None: the writer does not say).
+    pub finished: Option<bool>,
+    /// `ended_by` of the process JSON (`detach`, `exit`, `signal SIGTERM`).
+    pub ended_by: Option<String>,
+    /// The process's last recorded time minus its first (ns).
+    pub span_ns: i64,
+}
+
+impl Contents {
+    /// Every record.
+    pub fn rows(&self) -> u64 {
+        self.kernels + self.copies + self.api + self.allocations + self.counters
+    }
+
+    /// "1,234 kernel dispatches, 56 memory copies, ..." (kinds with records only).
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = [
+            (self.kernels, "kernel dispatch", "kernel dispatches"),
+            (self.copies, "memory copy", "memory copies"),
+            (self.api, "API call", "API calls"),
+            (self.allocations, "memory allocation", "memory allocations"),
+            (self.counters, "counter value", "counter values"),
+        ]
+        .iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, one, many)| format!("{} {}", group(*n), if *n == 1 { one } else { many }))
+        .collect();
+        if parts.is_empty() {
+            "no records".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// `n` with thousands separators.
+pub fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Counts what the rocpd database at `path` holds (None if it cannot be read).
+pub fn contents(path: &Path) -> Option<Contents> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ok()?;
+    let n = |sql: &str| -> u64 {
+        conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+            .map(|v| v.max(0) as u64)
+            .unwrap_or(0)
+    };
+    let (finished, ended_by, span_ns) = conn
+        .query_row(
+            "SELECT json_extract(extdata, '$.finished'), json_extract(extdata, '$.ended_by'), \
+             coalesce(\"end\", 0) - coalesce(start, 0) FROM rocpd_info_process LIMIT 1",
+            [],
+            |r| {
+                Ok((
+                    r.get::<_, Option<i64>>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                ))
+            },
+        )
+        .ok()?;
+    Some(Contents {
+        kernels: n("SELECT count(*) FROM rocpd_kernel_dispatch"),
+        copies: n("SELECT count(*) FROM rocpd_memory_copy"),
+        api: n("SELECT count(*) FROM rocpd_region") + n("SELECT count(*) FROM rocpd_sample"),
+        allocations: n("SELECT count(*) FROM rocpd_memory_allocate"),
+        counters: n("SELECT count(*) FROM rocpd_pmc_event"),
+        finished: finished.map(|f| f != 0),
+        ended_by,
+        span_ns: span_ns.unwrap_or(0),
+    })
+}
+
+/// Why files came out incomplete, from the state of the file system holding `dir` now, and the
+/// least free space seen on it during the session (`least_free`, bytes; None when not
+/// watched): a write that fills a file system fails with ENOSPC, and SQLite then rolls its
+/// transaction back, which frees the space again.
+pub fn space_cause(dir: &Path, least_free: Option<u64>) -> String {
     match nix::sys::statvfs::statvfs(dir) {
         Ok(s) => {
             let free = s.blocks_available() * s.fragment_size();
             let total = s.blocks() * s.fragment_size();
-            if free < 64 * 1024 || s.files_available() == 0 {
+            if let Some(least) = least_free.filter(|l| *l < FULL_BELOW && free >= FULL_BELOW) {
+                return format!(
+                    "the file system holding {} was full while the tool wrote (ENOSPC, No space left on device: \
+                     {} free at the least, of {}; {} free now that the failed write was rolled back). Fix: free \
+                     some space there or choose another directory with -d",
+                    dir.display(),
+                    human_size(least),
+                    human_size(total),
+                    human_size(free)
+                );
+            }
+            if free < FULL_BELOW || s.files_available() == 0 {
                 format!(
                     "the file system holding {} is full (ENOSPC, No space left on device: {} free of {}{}). \
                      Fix: free some space there or choose another directory with -d",

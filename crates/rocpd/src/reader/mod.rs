@@ -66,6 +66,9 @@ pub struct SourceInfo {
     pub guid: String,
     /// The `schema_version` metadata value.
     pub schema_version: String,
+    /// When the process's session began (`rocpd_info_process.start`; 0 if unknown): orders two
+    /// sessions of one process (same GUID) in time.
+    pub start: i64,
 }
 
 /// One process of one input: the unit the converters iterate over.
@@ -242,10 +245,20 @@ impl Input {
                 ));
             }
             let guid = guid.unwrap_or_else(|| suffix.trim_start_matches('_').replace('_', "-"));
+            let start = conn
+                .query_row(
+                    &format!("SELECT min(start) FROM \"rocpd_info_process{suffix}\""),
+                    [],
+                    |r| r.get::<_, Option<i64>>(0),
+                )
+                .ok()
+                .flatten()
+                .unwrap_or(0);
             sources.push(SourceInfo {
                 suffix,
                 guid,
                 schema_version: version,
+                start,
             });
         }
         if sources.is_empty() {
@@ -255,7 +268,7 @@ impl Input {
                  with --output-format rocpd",
             ));
         }
-        sources.sort_by(|a, b| a.guid.cmp(&b.guid));
+        sources.sort_by(|a, b| (&a.guid, a.start).cmp(&(&b.guid, b.start)));
         Ok(Input {
             path: path.to_path_buf(),
             conn,
@@ -332,7 +345,9 @@ fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     Ok(names)
 }
 
-/// Opens several databases; rejects a process given twice. Sources come out sorted by GUID.
+/// Opens several databases; rejects a database given twice (the same file by two paths, or two
+/// identical copies). Two databases that hold the same process (its GUID) but are different
+/// files are two sessions of that process (a reattach): both are read, in time order.
 pub fn open_all(paths: &[PathBuf]) -> Result<Vec<Input>> {
     if paths.is_empty() {
         return Err(Error::usage(
@@ -343,23 +358,79 @@ pub fn open_all(paths: &[PathBuf]) -> Result<Vec<Input>> {
         .iter()
         .map(|p| Input::open(p))
         .collect::<Result<Vec<_>>>()?;
-    let mut seen: HashMap<&str, &Path> = HashMap::new();
+    let mut seen: HashMap<&str, Vec<&Path>> = HashMap::new();
     for input in &inputs {
         for s in &input.sources {
-            if let Some(prev) = seen.insert(&s.guid, &input.path) {
+            let earlier = seen.entry(&s.guid).or_default();
+            if let Some(prev) = earlier.iter().find(|prev| same_database(prev, &input.path)) {
                 return Err(Error::usage(format!(
-                    "{} and {} both contain process {} (the same database given twice?); pass each database once",
+                    "{} and {} are the same database (process {}, {}); pass each database once",
                     prev.display(),
                     input.path.display(),
-                    s.guid
+                    s.guid,
+                    if same_file(prev, &input.path) {
+                        "one file by two paths"
+                    } else {
+                        "identical contents"
+                    }
                 )));
             }
+            earlier.push(&input.path);
         }
     }
     Ok(inputs)
 }
 
-/// Every source of every input, sorted by GUID (the order `rocpd convert` uses).
+/// Whether `a` and `b` name one file (same device and inode).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Whether `a` and `b` are one file or byte-identical copies (compared in 1 MiB blocks, up to
+/// the first difference: two sessions of a process differ in their first page).
+fn same_database(a: &Path, b: &Path) -> bool {
+    if same_file(a, b) {
+        return true;
+    }
+    let (Ok(fa), Ok(fb)) = (std::fs::File::open(a), std::fs::File::open(b)) else {
+        return false;
+    };
+    match (fa.metadata(), fb.metadata()) {
+        (Ok(x), Ok(y)) if x.len() == y.len() => {}
+        _ => return false,
+    }
+    let (mut ra, mut rb) = (std::io::BufReader::new(fa), std::io::BufReader::new(fb));
+    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let (Ok(na), Ok(nb)) = (read_full(&mut ra, &mut ba), read_full(&mut rb, &mut bb)) else {
+            return false;
+        };
+        if na != nb || ba[..na] != bb[..nb] {
+            return false;
+        }
+        if na == 0 {
+            return true;
+        }
+    }
+}
+
+/// Reads until `buf` is full or the end: the bytes read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// Every source of every input, sorted by GUID (the order `rocpd convert` uses), then by start.
 pub fn all_sources(inputs: &[Input]) -> Result<Vec<Source<'_>>> {
     all_sources_in(inputs, None)
 }
@@ -370,7 +441,8 @@ pub fn all_sources_in(inputs: &[Input], window: Option<TimeWindow>) -> Result<Ve
     for i in inputs {
         all.extend(i.sources()?.into_iter().map(|s| s.with_window(window)));
     }
-    all.sort_by(|a, b| a.info.guid.cmp(&b.info.guid));
+    // Two sessions of one process (same GUID): the earlier first.
+    all.sort_by(|a, b| (&a.info.guid, a.info.start).cmp(&(&b.info.guid, b.info.start)));
     Ok(all)
 }
 
