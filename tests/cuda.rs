@@ -19,21 +19,23 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// Our CUDA tool library, built beside the binary.
-fn tool() -> PathBuf {
+pub(crate) fn tool() -> PathBuf {
     common::built_library("rocprof-cuda-tool", "librocprof_cuda_tool.so")
 }
 
 /// A running stand-in target and its scratch directory.
-struct Target {
-    child: Child,
-    pid: i32,
-    dir: tempfile::TempDir,
+pub(crate) struct Target {
+    pub(crate) child: Child,
+    pub(crate) pid: i32,
+    pub(crate) dir: tempfile::TempDir,
+    /// The target's stdout lines after `ready`.
+    pub(crate) lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Target {
     /// Start the target (with its CUPTI mapped unless `--no-cupti` is in `args`) and wait for
     /// its `ready` line.
-    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Target {
+    pub(crate) fn spawn(args: &[&str], env: &[(&str, &str)]) -> Target {
         let s = cuda::build_standins();
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(&s.target);
@@ -46,6 +48,18 @@ impl Target {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
+        // No core file from a target a test ends with abort().
+        // SAFETY: setrlimit only, between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                let none = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_CORE, &none);
+                Ok(())
+            });
+        }
         let mut child = cmd.spawn().expect("start cuda_target");
         let out = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -63,7 +77,12 @@ impl Target {
             }
         }
         let pid = child.id() as i32;
-        Target { child, pid, dir }
+        Target {
+            child,
+            pid,
+            dir,
+            lines: rx,
+        }
     }
 
     /// The fake CUPTI's last state line ("" before its first change).
@@ -72,7 +91,7 @@ impl Target {
     }
 
     /// Enabled activity kinds (CUPTI's numbers), as the fake CUPTI last wrote them.
-    fn enabled(&self) -> Vec<u32> {
+    pub(crate) fn enabled(&self) -> Vec<u32> {
         let state = self.state();
         let list = state
             .split_whitespace()
@@ -113,7 +132,7 @@ impl Target {
         self.child.try_wait().unwrap().is_none()
     }
 
-    fn out(&self) -> PathBuf {
+    pub(crate) fn out(&self) -> PathBuf {
         self.dir.path().join("out")
     }
 }
@@ -131,7 +150,7 @@ fn session(t: &Target, args: &[&str]) -> (i32, String, String) {
     run.finish()
 }
 
-fn start(t: &Target, args: &[&str], env: &[(&str, &str)]) -> common::Run {
+pub(crate) fn start(t: &Target, args: &[&str], env: &[(&str, &str)]) -> common::Run {
     let pid = t.pid.to_string();
     let out = t.out();
     let tool = tool();
@@ -142,7 +161,7 @@ fn start(t: &Target, args: &[&str], env: &[(&str, &str)]) -> common::Run {
     rocprof_attach(&all, &env)
 }
 
-fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
+pub(crate) fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
     let c = rusqlite::Connection::open(db).unwrap();
     let mut st = c.prepare(sql).unwrap();
     let n = st.column_count();
@@ -164,7 +183,7 @@ fn query(db: &Path, sql: &str) -> Vec<Vec<String>> {
     .collect()
 }
 
-fn count(db: &Path, sql: &str) -> i64 {
+pub(crate) fn count(db: &Path, sql: &str) -> i64 {
     query(db, sql)[0][0].parse().unwrap()
 }
 

@@ -175,7 +175,16 @@ impl Collector {
                 no_output_hint(req, attach, &output)
             })
         };
-        messages.extend(exited_with_data(&processes, &files, plan));
+        let detailed = exited_with_data(&processes, &files, plan);
+        // The generic "may be incomplete" of a process whose database says what it holds.
+        messages.retain(|m| {
+            !detailed.iter().any(|(pid, _)| {
+                m.text.starts_with(&format!(
+                    "process {pid} exited before rocprof-attach detached;"
+                ))
+            })
+        });
+        messages.extend(detailed.into_iter().map(|(_, m)| m));
         if let Some(m) = incomplete(&files, least_free) {
             messages.push(m);
             if matches!(exit_code, ExitCode::Success | ExitCode::FormatMissing) {
@@ -317,7 +326,7 @@ fn exited_with_data(
     processes: &[ProcessReport],
     files: &[FileReport],
     plan: &Plan,
-) -> Vec<Message> {
+) -> Vec<(i32, Message)> {
     let mut out = Vec::new();
     for p in processes
         .iter()
@@ -336,7 +345,7 @@ fn exited_with_data(
             let Some(c) = super::verify::contents(&f.host_path) else {
                 continue;
             };
-            out.push(Message {
+            out.push((p.pid, Message {
                 severity: Severity::Warning,
                 text: format!(
                     "process {} exited during the session; {} is a complete rocpd database and holds {} ({} rows) {}",
@@ -346,17 +355,17 @@ fn exited_with_data(
                     super::verify::group(c.rows()),
                     how_it_ended(&c)
                 ),
-            });
+            }));
         }
         if dbs.is_empty() && !cuda {
-            out.push(Message {
+            out.push((0, Message {
                 severity: Severity::Warning,
                 text: format!(
                     "process {}: rocprofiler-sdk writes the output of a session still attached when the process \
                      exits normally (exit() or a return from main), not when a signal kills it or it calls _exit",
                     p.pid
                 ),
-            });
+            }));
         }
     }
     out
