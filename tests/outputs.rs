@@ -30,7 +30,8 @@ fn listed(stdout: &str) -> Vec<String> {
         .skip_while(|l| !l.contains("wrote"))
         .skip(1)
         .take_while(|l| l.starts_with("  ") && !l.trim_start().starts_with("PID"))
-        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        // "  SIZE UNIT  PATH" and, for a database, "  (N rows)" or "  (INCOMPLETE: ...)".
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
         .collect()
 }
 
@@ -341,6 +342,75 @@ fn a_full_disk_is_a_failure_that_names_enospc_and_the_files() {
             "no conversion of a truncated database, no temporaries left: {names:?}"
         );
     }
+}
+
+/// A database that holds no process (what a tool leaves when SQLite rolled its write back on a
+/// full disk, issue 29 item 4) is INCOMPLETE and exit 9, never success; when the file system
+/// was full during the session but has room again after the rollback, ENOSPC is named all the
+/// same.
+#[test]
+fn a_rolled_back_database_is_incomplete_and_a_disk_full_during_the_session_is_named() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    // The schema and metadata committed, the data rolled back: no process row.
+    let db = scratch.path().join("rolled_back.db");
+    let guid = rocprof_attach::rocpd::guid::Guid::from_parts(1_700_000_000_000, 4242);
+    rocprof_attach::rocpd::Writer::create(&db, &guid)
+        .unwrap()
+        .finish()
+        .unwrap();
+    // The stand-in tool writes a copy of it as the session's database.
+    let opts = || TargetOpts {
+        env: vec![("STANDIN_TOOL_COPY_DB".into(), db.to_str().unwrap().into())],
+        ..Default::default()
+    };
+    // Room enough: incomplete, exit 9, and no claim of a full disk.
+    let t = Target::spawn(opts());
+    let out = t.dir.path().join("out");
+    let args = ["--kernel-trace", "-d", out.to_str().unwrap(), "-o", "run"];
+    let (code, stdout, stderr) = session(&t, &args, &[]);
+    assert_eq!(code, 9, "never success: {stdout}\n{stderr}");
+    assert!(stdout.contains("INCOMPLETE"), "{stdout}");
+    assert!(stderr.contains("holds no process"), "{stderr}");
+    assert!(!stderr.contains("was full"), "{stderr}");
+    // A tmpfs full during the window and free again before the detach, as after a rollback.
+    let t = Target::spawn(opts());
+    let out = t.dir.path().join("out");
+    let Some(fs) = Tmpfs::mount(&out) else {
+        panic!("mount -t tmpfs failed although we are root");
+    };
+    let pid = t.pid.to_string();
+    let tool = tool_lib();
+    let mut run = rocprof_attach(
+        &[
+            "--attach",
+            &pid,
+            "-t",
+            tool.to_str().unwrap(),
+            "--kernel-trace",
+            "-d",
+            out.to_str().unwrap(),
+            "-o",
+            "run",
+        ],
+        &[],
+    );
+    run.wait_for("profiling");
+    fs.fill(0);
+    // Held full until the session has seen it (it samples every few ms), then freed.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    std::fs::remove_file(out.join("filler")).unwrap();
+    run.signal(nix::sys::signal::Signal::SIGINT);
+    let (code, stdout, stderr) = run.finish();
+    assert_eq!(code, 9, "never success: {stdout}\n{stderr}");
+    assert!(stdout.contains("INCOMPLETE"), "{stdout}");
+    assert!(
+        stderr.contains("was full while the tool wrote (ENOSPC"),
+        "{stderr}"
+    );
 }
 
 /// Asynchronous output (issue 19 item 6): the stand-in tool writes its files from a thread 300 ms
