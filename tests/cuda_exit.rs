@@ -186,3 +186,32 @@ fn a_target_killed_by_sigkill_keeps_all_but_its_last_second() {
 fn a_target_calling_underscore_exit_keeps_all_but_its_last_second() {
     keeps_what_was_committed("_exit");
 }
+
+/// A full disk during a CUDA session (issue 29 item 4) is never success: the tool names ENOSPC,
+/// the session exits 9, and the database keeps the rows committed before the disk filled.
+#[test]
+fn a_full_disk_during_a_cuda_session_is_exit_9_naming_enospc() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let t = Target::spawn(&[], &[]);
+    let _fs = common::Tmpfs::mount_sized(&t.out(), "1m").expect("mount a tmpfs as root");
+    let mut args = TRACE.to_vec();
+    args.extend(["-o", "run", "--attach-duration-msec", "4000"]);
+    let (code, stdout, stderr) = start(&t, &args, &[]).finish();
+    assert_eq!(code, 9, "never success: {stdout}\n{stderr}");
+    assert!(stderr.contains("ENOSPC"), "{stderr}");
+    let db = t.out().join("run_results.db");
+    assert!(
+        count(&db, "SELECT count(*) FROM rocpd_info_process") == 1
+            && count(&db, "SELECT count(*) FROM rocpd_kernel_dispatch") > 0,
+        "the committed rows stay"
+    );
+    // Not even room for the header: the attach fails, naming ENOSPC.
+    let t = Target::spawn(&[], &[]);
+    let _fs = common::Tmpfs::mount_sized(&t.out(), "48k").expect("mount a tmpfs as root");
+    let (code, stdout, stderr) = start(&t, &args, &[]).finish();
+    assert_ne!(code, 0, "{stdout}\n{stderr}");
+    assert!(stderr.contains("ENOSPC"), "{stderr}");
+}

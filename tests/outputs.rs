@@ -5,7 +5,7 @@
 use crate::common;
 use crate::rocpd_common;
 
-use common::{rocprof_attach, tool_lib, Target, TargetOpts};
+use common::{rocprof_attach, tool_lib, Target, TargetOpts, Tmpfs};
 
 /// `--attach PID -t TOOL --attach-duration-msec 50` and the rest.
 fn session(t: &Target, rest: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
@@ -253,45 +253,6 @@ fn an_empty_capture_is_a_warning_naming_the_option() {
     let (code, _, stderr) = session(&t, &["--kernel-trace", "-d", out.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{stderr}");
     assert!(!stderr.contains("collected nothing"), "{stderr}");
-}
-
-/// A 1 MiB tmpfs mounted on `dir` (root only), unmounted when dropped.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: &std::path::Path) -> Option<Tmpfs> {
-        std::fs::create_dir_all(dir).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-            .arg(dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then(|| Tmpfs(dir.to_path_buf()))
-    }
-
-    /// Fill it until `leave` bytes are free.
-    fn fill(&self, leave: u64) {
-        use std::io::Write;
-        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
-        let chunk = vec![0u8; 4096];
-        loop {
-            let s = nix::sys::statvfs::statvfs(&self.0).unwrap();
-            let free = s.blocks_available() * s.fragment_size();
-            if free <= leave || f.write_all(&chunk).is_err() {
-                break;
-            }
-            f.flush().unwrap();
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
 }
 
 #[test]

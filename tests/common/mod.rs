@@ -204,3 +204,47 @@ impl Pristine {
         }
     }
 }
+
+/// A 1 MiB tmpfs mounted on `dir` (root only), unmounted when dropped.
+pub struct Tmpfs(pub std::path::PathBuf);
+
+impl Tmpfs {
+    pub fn mount(dir: &std::path::Path) -> Option<Tmpfs> {
+        Self::mount_sized(dir, "1m")
+    }
+
+    /// A tmpfs of `size` (`mount -o size=`) on `dir`.
+    pub fn mount_sized(dir: &std::path::Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+
+    /// Fill it until `leave` bytes are free.
+    pub fn fill(&self, leave: u64) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join("filler")).unwrap();
+        let chunk = vec![0u8; 4096];
+        loop {
+            let s = nix::sys::statvfs::statvfs(&self.0).unwrap();
+            let free = s.blocks_available() * s.fragment_size();
+            if free <= leave || f.write_all(&chunk).is_err() {
+                break;
+            }
+            f.flush().unwrap();
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}

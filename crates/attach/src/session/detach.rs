@@ -366,10 +366,11 @@ fn prepare(a: &Attachment) -> Prepared {
 }
 
 /// A detach that failed for any reason other than the target's exit leaves the profiler maybe
-/// active: [`Error::DetachFailed`].
+/// active: [`Error::DetachFailed`]. A CUDA tool that stopped tracing but could not write its
+/// database (a full disk) is no output ([`Error::NoOutput`], exit 9), not a profiler left on.
 fn as_detach_failure(pid: i32, e: Error) -> Error {
     match e {
-        e @ (Error::TargetExited { .. } | Error::DetachFailed { .. }) => e,
+        e @ (Error::TargetExited { .. } | Error::DetachFailed { .. } | Error::NoOutput(_)) => e,
         Error::Rejected {
             call,
             status,
