@@ -136,6 +136,20 @@ fn rows_to_rocpd() {
     );
     assert_eq!(dims.agents[&1].product_name, "NVIDIA H100");
     assert_eq!(dims.agents[&1].name, "sm_90");
+    // Every agent carries every field rocprofiler-sdk writes, so that ROCm's own C++ rocpd
+    // readers decode it; the device's true values where it has them.
+    for (id, a) in &dims.agents {
+        let missing = rocprof_rocpd::agent_json::missing(&a.extdata);
+        assert!(missing.is_empty(), "agent {id} lacks {missing:?}: {}", a.extdata);
+    }
+    let gpu: serde_json::Value = serde_json::from_str(&dims.agents[&1].extdata).unwrap();
+    assert_eq!(gpu["cu_count"], 132);
+    assert_eq!(gpu["wave_front_size"], 32);
+    assert_eq!(gpu["type"], 2);
+    assert_eq!(gpu["id"]["handle"], 1);
+    assert_eq!(gpu["vendor_id"], 0x10de);
+    assert_eq!(gpu["cuda_uuid"], "GPU-07070707-0707-0707-0707-070707070707");
+    assert_eq!(gpu["uuid"]["value"], i64::from_be_bytes([7; 8]));
     assert_eq!(dims.symbols.len(), 2);
     let mut dispatches = Vec::new();
     src.dispatches(|d| {
