@@ -140,7 +140,11 @@ fn rows_to_rocpd() {
     // readers decode it; the device's true values where it has them.
     for (id, a) in &dims.agents {
         let missing = rocprof_rocpd::agent_json::missing(&a.extdata);
-        assert!(missing.is_empty(), "agent {id} lacks {missing:?}: {}", a.extdata);
+        assert!(
+            missing.is_empty(),
+            "agent {id} lacks {missing:?}: {}",
+            a.extdata
+        );
     }
     let gpu: serde_json::Value = serde_json::from_str(&dims.agents[&1].extdata).unwrap();
     assert_eq!(gpu["cu_count"], 132);
