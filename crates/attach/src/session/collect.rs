@@ -142,18 +142,8 @@ impl Collector {
         let prefixes = self.prefixes.clone();
         let output = self.output_dirs();
         let self_places = self.pending_places(detach);
-        let mut files = self.written();
+        let mut files = recovered(self.written());
         let least_free = self.space.stop();
-        // A database left mid-commit (its process killed) is rolled back to its last commit,
-        // and the journal is no output of its own.
-        for f in &files {
-            if f.host_path.extension().is_some_and(|e| e == "db") {
-                super::verify::recover_journal(&f.host_path);
-            }
-        }
-        files.retain(|f| {
-            !f.host_path.to_string_lossy().ends_with("-journal") || f.host_path.exists()
-        });
         files.extend(convert_missing_formats(req, &files, events));
         let owners = outputs::owners(&files, &prefixes);
         let mut processes = results_of(plan, attach, &end.exited, detach);
@@ -175,16 +165,7 @@ impl Collector {
                 no_output_hint(req, attach, &output)
             })
         };
-        let detailed = exited_with_data(&processes, &files, plan);
-        // The generic "may be incomplete" of a process whose database says what it holds.
-        messages.retain(|m| {
-            !detailed.iter().any(|(pid, _)| {
-                m.text.starts_with(&format!(
-                    "process {pid} exited before rocprof-attach detached;"
-                ))
-            })
-        });
-        messages.extend(detailed.into_iter().map(|(_, m)| m));
+        detail_exits(&mut messages, exited_with_data(&processes, &files, plan));
         if let Some(m) = incomplete(&files, least_free) {
             messages.push(m);
             if matches!(exit_code, ExitCode::Success | ExitCode::FormatMissing) {
@@ -317,6 +298,31 @@ fn incomplete(files: &[FileReport], least_free: Option<u64>) -> Option<Message> 
             super::verify::space_cause(dir, least_free)
         ),
     })
+}
+
+/// The files written, a database left mid-commit (its process killed) rolled back to its last
+/// commit; its journal is no output of its own.
+fn recovered(mut files: Vec<WrittenFile>) -> Vec<WrittenFile> {
+    for f in &files {
+        if f.host_path.extension().is_some_and(|e| e == "db") {
+            super::verify::recover_journal(&f.host_path);
+        }
+    }
+    files.retain(|f| !f.host_path.to_string_lossy().ends_with("-journal") || f.host_path.exists());
+    files
+}
+
+/// Adds the messages of [`exited_with_data`], in place of the generic "may be incomplete" of a
+/// process whose database says what it holds.
+fn detail_exits(messages: &mut Vec<Message>, detailed: Vec<(i32, Message)>) {
+    messages.retain(|m| {
+        !detailed.iter().any(|(pid, _)| {
+            m.text.starts_with(&format!(
+                "process {pid} exited before rocprof-attach detached;"
+            ))
+        })
+    });
+    messages.extend(detailed.into_iter().map(|(_, m)| m));
 }
 
 /// What each process that exited during the session left: its databases, what they hold and
