@@ -87,7 +87,7 @@ fn start(payload: *const c_char) -> c_int {
     // A silent panic hook: this library's own std (cdylib) only; panics are caught anyway.
     std::panic::set_hook(Box::new(|_| {}));
     let first = sock::connect(&p.socket).ok();
-    let mut backend = backend::CuptiBackend::default();
+    let mut backend = backend::CuptiBackend;
     server::serve_forever(&listener, first, &mut backend)
 }
 
@@ -110,7 +110,7 @@ fn listen_forever() {
         return;
     };
     std::panic::set_hook(Box::new(|_| {}));
-    let mut backend = backend::CuptiBackend::default();
+    let mut backend = backend::CuptiBackend;
     server::serve_forever(&listener, None, &mut backend)
 }
 
