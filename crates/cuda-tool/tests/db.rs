@@ -351,3 +351,62 @@ fn rows_are_written_while_the_session_runs() {
         "in write order, with each kernel's thread from its API call"
     );
 }
+
+/// Events carry their stacks as rocprofv3 writes them: a kernel dispatch's parent stack is its
+/// own id; a driver call made inside a runtime call of the same thread has that call as its
+/// parent; other calls are at the top (0).
+#[test]
+fn parent_stack_ids_nest_driver_calls_in_runtime_calls() {
+    let dir = std::env::temp_dir().join(format!("cuda-tool-stack-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.db");
+    let api = |driver: bool, start: u64, end: u64, corr: u32, tid: u32| ApiRow {
+        driver,
+        cbid: 1,
+        start,
+        end,
+        correlation: corr,
+        tid,
+        ..Default::default()
+    };
+    let rows = Collected {
+        apis: vec![
+            api(false, 100, 200, 1, 7), // cudaLaunchKernel
+            api(true, 120, 150, 2, 7),  // cuLaunchKernel inside it
+            api(true, 300, 320, 3, 7),  // a driver call of its own
+            api(true, 130, 140, 4, 8),  // another thread: not nested
+        ],
+        kernels: vec![KernelRow {
+            start: 400,
+            end: 500,
+            correlation: 1,
+            name: "_Z1kv".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let cuda = CudaInfo {
+        devices: vec![Device::default()],
+        ..Default::default()
+    };
+    let name = |driver: bool, _: u32| if driver { "cu" } else { "cuda" }.to_string();
+    db::write(&path, &rows, &cuda, &SessionInfo::default(), &name).unwrap();
+    let input = Input::open(&path).unwrap();
+    let c = input.connection();
+    let stacks: Vec<(i64, i64)> = c
+        .prepare("SELECT stack_id, parent_stack_id FROM regions ORDER BY stack_id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(stacks, [(1, 0), (2, 1), (3, 0), (4, 0)]);
+    let kernel: (i64, i64) = c
+        .query_row("SELECT stack_id, parent_stack_id FROM kernels", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(kernel, (1, 1));
+    drop(input);
+    let _ = std::fs::remove_dir_all(&dir);
+}
