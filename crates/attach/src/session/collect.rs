@@ -354,7 +354,7 @@ fn exited_with_data(
             out.push((p.pid, Message {
                 severity: Severity::Warning,
                 text: format!(
-                    "process {} exited during the session; {} is a complete rocpd database and holds {} ({} rows) {}",
+                    "process {} ended while attached; {} is a complete rocpd database and holds {} ({} rows) {}",
                     p.pid,
                     f.path.display(),
                     c.describe(),
