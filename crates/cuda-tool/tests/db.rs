@@ -367,7 +367,6 @@ fn parent_stack_ids_nest_driver_calls_in_runtime_calls() {
         end,
         correlation: corr,
         tid,
-        ..Default::default()
     };
     let rows = Collected {
         apis: vec![
