@@ -6,11 +6,12 @@
 #   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
 #                                        # cycles million ddp (default: all but transformer, ddp;
 #                                        # ddp needs 2 GPUs)
+#   python3 KIT/exit_check.py            # there: a loop ending by each route mid-window
 #
 # Results go to $OUT (default /tmp/out)/cuda_proof.md.
 set -u
 cmd=${1:-}; K=${2:-}
-[ -n "$cmd" ] && [ -n "$K" ] || { sed -n 2,9p "$0"; exit 2; }
+[ -n "$cmd" ] && [ -n "$K" ] || { sed -n 2,10p "$0"; exit 2; }
 case "$cmd" in
 prepare)
   set -e
@@ -19,7 +20,7 @@ prepare)
   (cd "$R" && ROCPROF_ATTACH_OTF2=${ROCPROF_ATTACH_OTF2:-off} cargo build --release -p rocprof-attach -p rocprof-cuda-tool)
   cp "$R/target/release/rocprof-attach" "$R/target/release/librocprof_cuda_tool.so" "$K/"
   gcc -O2 -shared -fPIC -o "$K/libcupti_floor.so" "$R/examples/cuda/cupti_floor.c" -ldl
-  cp "$R/examples/cuda/train.py" "$R/examples/cuda/ddp.py" "$R/examples/cuda/proof.py" "$R/examples/cuda_kit.sh" "$K/"
+  cp "$R/examples/cuda/train.py" "$R/examples/cuda/ddp.py" "$R/examples/cuda/proof.py" "$R/examples/cuda/exit_check.py" "$R/examples/cuda_kit.sh" "$K/"
   du -sh "$K"
   ;;
 run)
@@ -29,5 +30,5 @@ run)
   mkdir -p "$OUT"
   cd /tmp && python3 "$K/proof.py" "$@"
   ;;
-*) sed -n 2,9p "$0"; exit 2 ;;
+*) sed -n 2,10p "$0"; exit 2 ;;
 esac

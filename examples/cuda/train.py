@@ -11,6 +11,8 @@ Started with no environment change and no profiler opt-in. It logs every step to
   --torch-windows ON:OFF  alternate torch.profiler windows of ON s with OFF s gaps (overhead)
   --floor-windows ON:OFF  the same windows with bare CUPTI kernel tracing (libcupti_floor.so
                        beside this file, built from cupti_floor.c): the floor of any CUPTI tracer
+  --end HOW            how the process ends after its steps (exit_check.py): return (default),
+                       sys_exit, exception, sigterm, sigint, os_exit, abort, sigkill
 """
 import argparse
 import ctypes
@@ -61,6 +63,7 @@ def main():
     ap.add_argument("--torch-windows", default="")
     ap.add_argument("--floor-windows", default="")
     ap.add_argument("--trace", default="/tmp/torch_trace.json")
+    ap.add_argument("--end", default="return")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.use_deterministic_algorithms(True)
@@ -142,6 +145,23 @@ def main():
         prof.stop()
     log.close()
     print("done", flush=True)
+    end(a.end)
+
+
+def end(how):
+    """Ends the process as `how` says (after the last step's line is logged)."""
+    import signal
+    if how == "sys_exit":
+        sys.exit(3)
+    if how == "exception":
+        raise RuntimeError("the end of the loop, uncaught")
+    if how in ("sigterm", "sigint", "sigkill"):
+        os.kill(os.getpid(), getattr(signal, how.upper()))
+        time.sleep(10)  # SIGINT: KeyboardInterrupt is raised here
+    if how == "os_exit":
+        os._exit(3)
+    if how == "abort":
+        os.abort()
 
 
 if __name__ == "__main__":
