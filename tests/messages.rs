@@ -301,6 +301,12 @@ fn a_target_that_exits_during_the_window_is_reported_once() {
         );
         if quiet {
             assert_eq!(err.lines().count(), 1, "{err}");
+        } else {
+            // What rocprofiler-sdk does at a process's end, said as it is (issue 29 item 3).
+            assert!(
+                err.contains("rocprofiler-sdk writes the output of a session still attached when the process exits normally"),
+                "{err}"
+            );
         }
     }
 }
