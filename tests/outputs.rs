@@ -374,6 +374,45 @@ fn a_rolled_back_database_is_incomplete_and_a_disk_full_during_the_session_is_na
     );
 }
 
+/// The database fits, its conversions do not (issue 29 item 4: exit 12 without ENOSPC before):
+/// the output is incomplete, exit 9, and the full file system is named.
+#[test]
+fn conversions_that_do_not_fit_are_incomplete_output_naming_enospc() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let db = rocpd_common::full_db(&scratch.path().join("source.db"), 4242, 7);
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_TOOL_COPY_DB".into(), db.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let out = t.dir.path().join("out");
+    let fs = Tmpfs::mount(&out).expect("mount a tmpfs as root");
+    // Room for the database and one page more.
+    let size = std::fs::metadata(&db).unwrap().len();
+    fs.fill(size.div_ceil(4096) * 4096 + 4096);
+    let args = [
+        "--kernel-trace",
+        "-d",
+        out.to_str().unwrap(),
+        "-o",
+        "run",
+        "-f",
+        "csv",
+        "json",
+        "rocpd",
+    ];
+    let (code, stdout, stderr) = session(&t, &args, &[]);
+    assert_eq!(
+        code, 9,
+        "never success, nor only 'format missing': {stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("could not be written"), "{stderr}");
+    assert!(stderr.contains("ENOSPC"), "{stderr}");
+}
+
 /// Asynchronous output (issue 19 item 6): the stand-in tool writes its files from a thread 300 ms
 /// after the detach; the session waits for them (inotify and the target's pidfd, bounded by
 /// `--output-timeout`) and lists them, exit code 0, not 9.

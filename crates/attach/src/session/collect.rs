@@ -143,8 +143,9 @@ impl Collector {
         let output = self.output_dirs();
         let self_places = self.pending_places(detach);
         let mut files = recovered(self.written());
+        let (converted, failed) = convert_missing_formats(req, &files, events);
+        files.extend(converted);
         let least_free = self.space.stop();
-        files.extend(convert_missing_formats(req, &files, events));
         let owners = outputs::owners(&files, &prefixes);
         let mut processes = results_of(plan, attach, &end.exited, detach);
         let files = attribute(&mut processes, files, owners);
@@ -166,7 +167,9 @@ impl Collector {
             })
         };
         detail_exits(&mut messages, exited_with_data(&processes, &files, plan));
-        if let Some(m) = incomplete(&files, least_free) {
+        if let Some(m) =
+            incomplete(&files, least_free).or_else(|| out_of_space(&failed, least_free))
+        {
             messages.push(m);
             if matches!(exit_code, ExitCode::Success | ExitCode::FormatMissing) {
                 exit_code = ExitCode::NoOutput;
@@ -394,13 +397,54 @@ fn how_it_ended(c: &super::verify::Contents) -> String {
     }
 }
 
+/// A conversion that could not be written: the database, the format, the error.
+type Failed = (PathBuf, OutputFormat, String);
+
+/// The error for conversions that failed for want of space (ENOSPC or a quota in the error, or
+/// a file system seen full during the session): the output is incomplete, exit 9, with the
+/// cause; None when no conversion failed so.
+fn out_of_space(failed: &[Failed], least_free: Option<u64>) -> Option<Message> {
+    let space = |e: &str| {
+        [
+            "No space left",
+            "os error 28",
+            "disk is full",
+            "quota",
+            "os error 122",
+        ]
+        .iter()
+        .any(|w| e.contains(w))
+    };
+    let seen_full = least_free.is_some_and(|l| l < super::verify::FULL_BELOW);
+    let hit: Vec<&Failed> = failed
+        .iter()
+        .filter(|(_, _, e)| space(e) || seen_full)
+        .collect();
+    let (db, _, _) = hit.first()?;
+    let list: Vec<String> = hit
+        .iter()
+        .map(|(db, f, e)| format!("{} to {f}: {e}", db.display()))
+        .collect();
+    let dir = db.parent().unwrap_or(std::path::Path::new("/"));
+    Some(Message {
+        severity: Severity::Error,
+        text: format!(
+            "the output is incomplete: {} conversion{} could not be written ({}); {}",
+            hit.len(),
+            super::plural(hit.len()),
+            list.join("; "),
+            super::verify::space_cause(dir, least_free)
+        ),
+    })
+}
+
 /// If the user asked for CSV, JSON, Perfetto or OTF2 and the tool only wrote rocpd databases,
-/// convert them.
+/// convert them: the files written, and the conversions that failed.
 fn convert_missing_formats(
     req: &AttachRequest,
     files: &[WrittenFile],
     events: Events,
-) -> Vec<WrittenFile> {
+) -> (Vec<WrittenFile>, Vec<Failed>) {
     let dbs: Vec<&WrittenFile> = files
         .iter()
         .filter(|f| f.host_path.extension().is_some_and(|e| e == "db"))
@@ -408,7 +452,7 @@ fn convert_missing_formats(
         .filter(|f| super::verify::problem(&f.host_path).is_none())
         .collect();
     if dbs.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     let has = |ext: &str| {
         files
@@ -427,11 +471,11 @@ fn convert_missing_formats(
             OutputFormat::Rocpd => false,
         })
         .collect();
-    let mut out = Vec::new();
+    let (mut out, mut failed) = (Vec::new(), Vec::new());
     for file in dbs {
-        out.extend(convert_database(file, &missing, events));
+        out.extend(convert_database(file, &missing, events, &mut failed));
     }
-    out
+    (out, failed)
 }
 
 /// Convert one rocpd database to each of `formats`, beside it, as its owner.
@@ -439,6 +483,7 @@ fn convert_database(
     file: &WrittenFile,
     formats: &[OutputFormat],
     events: Events,
+    failed: &mut Vec<Failed>,
 ) -> Vec<WrittenFile> {
     let db = &file.host_path;
     let dir = db.parent().map(PathBuf::from).unwrap_or_default();
@@ -476,10 +521,13 @@ fn convert_database(
                     host_path: p,
                 }
             })),
-            Err(e) => events(Event::Warning {
-                pid: None,
-                message: format!("could not convert {} to {format}: {e}", db.display()),
-            }),
+            Err(e) => {
+                events(Event::Warning {
+                    pid: None,
+                    message: format!("could not convert {} to {format}: {e}", db.display()),
+                });
+                failed.push((db.clone(), *format, e.to_string()));
+            }
         }
     }
     out
