@@ -90,6 +90,8 @@ fn db_problem(path: &Path) -> Option<String> {
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .ok()?;
+    // A database its tool still writes (a session not detached) is locked during a commit.
+    let _ = conn.busy_timeout(std::time::Duration::from_millis(500));
     let tables: Vec<String> = match conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rocpd_%'")
         .and_then(|mut st| {
@@ -97,6 +99,14 @@ fn db_problem(path: &Path) -> Option<String> {
                 .collect::<rusqlite::Result<Vec<_>>>()
         }) {
         Ok(t) => t,
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ) =>
+        {
+            return None; // being written: nothing to say
+        }
         Err(e) => return Some(format!("not a readable SQLite database ({e})")),
     };
     let count = |t: &str| -> i64 {
