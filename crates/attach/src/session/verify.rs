@@ -109,20 +109,21 @@ fn db_problem(path: &Path) -> Option<String> {
         }
         Err(e) => return Some(format!("not a readable SQLite database ({e})")),
     };
-    let count = |t: &str| -> i64 {
+    let count = |t: &str| -> Option<i64> {
         conn.query_row(&format!("SELECT count(*) FROM \"{t}\""), [], |r| r.get(0))
-            .unwrap_or(0)
+            .ok()
     };
+    // A count that cannot be made (a table being written) is no evidence: nothing is said.
     let metadata: i64 = tables
         .iter()
         .filter(|t| t.starts_with("rocpd_metadata"))
         .map(|t| count(t))
-        .sum();
+        .sum::<Option<i64>>()?;
     let processes: i64 = tables
         .iter()
         .filter(|t| t.starts_with("rocpd_info_process"))
         .map(|t| count(t))
-        .sum();
+        .sum::<Option<i64>>()?;
     if processes > 0 {
         return None;
     }
@@ -225,6 +226,7 @@ pub fn contents(path: &Path) -> Option<Contents> {
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .ok()?;
+    let _ = conn.busy_timeout(std::time::Duration::from_millis(500));
     let n = |sql: &str| -> u64 {
         conn.query_row(sql, [], |r| r.get::<_, i64>(0))
             .map(|v| v.max(0) as u64)
