@@ -2,9 +2,11 @@
 //! system fails with ENOSPC and SQLite then rolls its transaction back, which frees the space
 //! again, so the state after the session does not show that the disk was full.
 //!
-//! A thread samples `statvfs` of each directory (its nearest existing ancestor) every
-//! [`PERIOD`] until [`SpaceWatch::stop`], which wakes it at once (a channel closed); it only
-//! reads.
+//! A thread samples `statvfs` of each directory (its nearest existing ancestor) until
+//! [`SpaceWatch::stop`], which wakes it at once (a channel closed); it only reads. The pause
+//! between samples follows the least free space: the time a writer at [`FILL_RATE`] would need
+//! to fill it, between [`PERIOD`] and [`MAX_PERIOD`], so a nearly full disk is watched every 5 ms
+//! and a roomy one wakes the thread at most once a second.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,8 +14,20 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often the free space is sampled.
+/// The shortest pause between samples (a nearly full file system).
 pub const PERIOD: Duration = Duration::from_millis(5);
+
+/// The longest pause between samples (a roomy file system).
+pub const MAX_PERIOD: Duration = Duration::from_secs(1);
+
+/// The write rate assumed when choosing the pause: faster than any profiler's output.
+pub const FILL_RATE: u64 = 1 << 30;
+
+/// The pause before the next sample when `least` bytes are free.
+fn pause(least: u64) -> Duration {
+    let secs = least as f64 / FILL_RATE as f64;
+    Duration::from_secs_f64(secs).clamp(PERIOD, MAX_PERIOD)
+}
 
 /// A running watch (stopped on drop).
 #[derive(Debug)]
@@ -54,9 +68,14 @@ impl SpaceWatch {
         sample(&dirs);
         let thread = std::thread::Builder::new()
             .name("rocprof-space".into())
-            .spawn(move || {
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(PERIOD) {
-                    sample(&dirs);
+            .spawn({
+                let least = least.clone();
+                move || {
+                    while let Err(mpsc::RecvTimeoutError::Timeout) =
+                        stopped.recv_timeout(pause(least.load(Ordering::Relaxed)))
+                    {
+                        sample(&dirs);
+                    }
                 }
             })
             .ok();
@@ -87,5 +106,18 @@ impl SpaceWatch {
 impl Drop for SpaceWatch {
     fn drop(&mut self) {
         self.halt();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_follows_the_free_space() {
+        assert_eq!(pause(0), PERIOD);
+        assert_eq!(pause(1 << 20), PERIOD);
+        assert_eq!(pause(FILL_RATE / 10), Duration::from_millis(100));
+        assert_eq!(pause(u64::MAX), MAX_PERIOD);
     }
 }
