@@ -28,6 +28,10 @@ use crate::records::{Collected, MARKER_END, MARKER_INSTANTANEOUS, MARKER_START};
 /// How far behind the frontier a row must start before it is written (CUPTI time, ns).
 pub const LAG_NS: u64 = 1_000_000_000;
 
+/// How often at most the rows written are committed while the window runs, so that a reader
+/// (`rocprof-attach top`) sees them and a process that dies keeps them.
+pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How long a correlation id's thread and a region id are remembered at least (ns): kernels
 /// and copies arrive within milliseconds of their API call, and correlation ids only repeat
 /// when CUPTI's 32-bit counter wraps.
@@ -92,6 +96,8 @@ pub struct Sink {
     /// Newest start written per kind: kernels, copies, API calls.
     last: [u64; 3],
     counts: Counts,
+    /// When the rows were last committed ([`COMMIT_EVERY`]).
+    committed: std::time::Instant,
 }
 
 /// Splits off the rows of `v` that start before `limit`, in arrival order.
@@ -130,6 +136,7 @@ impl Sink {
             markers: 0,
             last: [0; 3],
             counts: Counts::default(),
+            committed: std::time::Instant::now(),
         })
     }
 
@@ -164,7 +171,12 @@ impl Sink {
         held.apis.extend(rows.apis);
         held.allocs.extend(rows.allocs);
         held.markers.extend(rows.markers);
-        self.write_ready(self.frontier.saturating_sub(LAG_NS), api_name)
+        self.write_ready(self.frontier.saturating_sub(LAG_NS), api_name)?;
+        if self.committed.elapsed() >= COMMIT_EVERY {
+            self.h.writer.commit_now()?;
+            self.committed = std::time::Instant::now();
+        }
+        Ok(())
     }
 
     /// Writes every held row, sets the process's end time and JSON (with the record counts

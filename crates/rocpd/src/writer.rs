@@ -119,6 +119,9 @@ impl Writer {
             conn.execute_batch("PRAGMA foreign_keys = OFF;")?;
         }
         conn.set_prepared_statement_cache_capacity(64);
+        // A reader of the rows committed so far (`rocprof-attach top`) holds the file for a few
+        // milliseconds; a commit waits at most this long for it, then tries again later.
+        conn.busy_timeout(std::time::Duration::from_millis(250))?;
         conn.execute_batch("BEGIN")?;
         schema::load(&conn, guid.as_str())?;
         let mut w = Writer {
@@ -693,6 +696,22 @@ impl Writer {
             extdata
         ])?;
         Ok(())
+    }
+
+    /// Commits what was written so far and opens the next transaction, so that readers (e.g.
+    /// `rocprof-attach top`) see the rows while the database is still being written, and a
+    /// process that dies keeps them. When a reader holds the file past the busy timeout, nothing
+    /// is committed and `Ok(false)` comes back: the rows go with the next commit.
+    pub fn commit_now(&mut self) -> Result<bool> {
+        self.flush_dispatches()?;
+        match self.conn.execute_batch("COMMIT") {
+            Ok(()) => {
+                self.conn.execute_batch("BEGIN")?;
+                Ok(true)
+            }
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Commits the transaction and closes the database.
