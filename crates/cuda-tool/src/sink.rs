@@ -29,8 +29,9 @@ use crate::records::{Collected, MARKER_END, MARKER_INSTANTANEOUS, MARKER_START};
 pub const LAG_NS: u64 = 1_000_000_000;
 
 /// How often at most the rows written are committed while the window runs, so that a reader
-/// (`rocprof-attach top`) sees them and a process that dies keeps them.
-pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+/// (`rocprof-attach top`) sees them and a process that dies keeps them. The thread wakes every
+/// 200 ms, so in effect every wake commits.
+pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// How long a correlation id's thread and a region id are remembered at least (ns): kernels
 /// and copies arrive within milliseconds of their API call, and correlation ids only repeat

@@ -88,7 +88,7 @@ pub fn text(m: &Model, interval_s: f64, l: Layout, final_totals: bool) -> String
     } else {
         let _ = writeln!(o, "{}", header(m, interval_s));
     }
-    processes(&mut o, m);
+    processes(&mut o, m, final_totals);
     kernels(&mut o, m, l, final_totals);
     copies(&mut o, m);
     if !final_totals {
@@ -108,7 +108,7 @@ pub fn text(m: &Model, interval_s: f64, l: Layout, final_totals: bool) -> String
 
 /// One line per process: GPU busy per agent, kernel and collective time; the one that stands
 /// out is marked.
-fn processes(o: &mut String, m: &Model) {
+fn processes(o: &mut String, m: &Model, final_totals: bool) {
     let straggler = m.straggler();
     let _ = writeln!(
         o,
@@ -125,23 +125,23 @@ fn processes(o: &mut String, m: &Model) {
             "{:>8} {:>6} {:>7} {:>11} {:>13} {:>8}  {}{mark}",
             p.pid,
             p.rank.map_or_else(|| "-".into(), |r| r.to_string()),
-            busy(p.busy_last()),
-            ms(p.kernel_ns()),
+            busy(if final_totals { p.busy_overall() } else { p.busy_last() }),
+            ms(if final_totals { p.kernel_ns_total() } else { p.kernel_ns() }),
             ms(p.collective_ns()),
             if p.exited { "exited" } else { "watched" },
-            agents(p)
+            agents(p, final_totals)
         );
     }
 }
 
 /// `AGENT [0] (GPU) 87.5%, ...`: each agent's busy percentage over the last interval.
-pub fn agents(p: &Proc) -> String {
+pub fn agents(p: &Proc, overall: bool) -> String {
     if p.busy.is_empty() {
         return "-".into();
     }
     p.busy
         .iter()
-        .map(|(a, b)| format!("{a} {}%", busy(b.last)))
+        .map(|(a, b)| format!("{a} {}%", busy(if overall { b.overall() } else { b.last })))
         .collect::<Vec<_>>()
         .join(", ")
 }

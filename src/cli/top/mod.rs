@@ -368,7 +368,9 @@ fn refresh_loop(
     let mut next = Instant::now() + cfg.interval;
     let mut cpu = (Instant::now(), crate::engine::ptrace::process_cpu_us());
     drain(messages, m);
-    out.show(cfg, m);
+    if matches!(out, Output::Screen(..)) {
+        out.show(cfg, m);
+    }
     loop {
         match wait(w, out, m, next) {
             Wake::Quit(why) => return why,

@@ -120,6 +120,17 @@ impl Proc {
         domain_total(&self.interval, Domain::KernelDispatch)
     }
 
+    /// Kernel time since the start (ns).
+    pub fn kernel_ns_total(&self) -> u64 {
+        domain_total(&self.total, Domain::KernelDispatch)
+    }
+
+    /// Mean busy fraction of its agents since the start (None: no kernel).
+    pub fn busy_overall(&self) -> Option<f64> {
+        let v: Vec<f64> = self.busy.values().filter_map(Busy::overall).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
     /// Collective (NCCL/RCCL) kernel time of the last interval (ns).
     pub fn collective_ns(&self) -> u64 {
         self.interval
@@ -414,9 +425,15 @@ pub fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// A kernel name shortened for a table: without its return type, template arguments and
-/// parameters (`void at::native::foo<4, Bar>(int)` → `at::native::foo`).
+/// A kernel name shortened for a table: demangled (when the tool left it mangled), without its
+/// return type, template arguments and parameters (`void at::native::foo<4, Bar>(int)` →
+/// `at::native::foo`).
 pub fn short_name(name: &str) -> String {
+    let demangled = name
+        .starts_with("_Z")
+        .then(|| cpp_demangle::Symbol::new(name).ok().map(|s| s.to_string()))
+        .flatten();
+    let name = demangled.as_deref().unwrap_or(name);
     let mut out = String::new();
     let mut depth = 0i32;
     for c in name.chars() {
@@ -449,7 +466,8 @@ mod tests {
             "at::native::vectorized_elementwise_kernel"
         );
         assert_eq!(short_name("gemm_kernel(int)"), "gemm_kernel");
-        assert_eq!(short_name("_Z10gemm_kerneli"), "_Z10gemm_kerneli");
+        assert_eq!(short_name("_Z11gemm_kerneli"), "gemm_kernel");
+        assert_eq!(short_name("_Z3bad"), "_Z3bad");
     }
 
     #[test]

@@ -179,7 +179,7 @@ fn kernels(f: &mut Frame, area: Rect, m: &Model, v: &mut ViewState) {
         widths.extend([Constraint::Length(12), Constraint::Length(6)]);
     }
     head.push("KERNEL".into());
-    widths.push(Constraint::Min(10));
+    widths.push(Constraint::Fill(1));
     let body: Vec<Row> = rows
         .iter()
         .map(|r| {
@@ -226,7 +226,7 @@ fn copy_table(f: &mut Frame, area: Rect, rows: &[super::model::CopyRow], _v: &Vi
         Constraint::Length(10),
         Constraint::Length(8),
         Constraint::Length(11),
-        Constraint::Min(10),
+        Constraint::Fill(1),
     ];
     let t = Table::new(body, widths)
         .header(Row::new(["COUNT", "BYTES", "TOTAL ms", "GB/s", "ALL BYTES", "COPY"]).style(Style::default().add_modifier(Modifier::BOLD)))
@@ -239,7 +239,7 @@ fn api_table(f: &mut Frame, area: Rect, rows: &[(i32, &crate::rocpd::report::liv
         .iter()
         .map(|(pid, c)| Row::new(vec![pid.to_string(), c.tid.to_string(), us(c.duration as f64), c.name.clone()]))
         .collect();
-    let widths = [Constraint::Length(8), Constraint::Length(8), Constraint::Length(12), Constraint::Min(10)];
+    let widths = [Constraint::Length(8), Constraint::Length(8), Constraint::Length(12), Constraint::Fill(1)];
     let t = Table::new(body, widths)
         .header(Row::new(["PID", "TID", "DURATION us", "API CALL"]).style(Style::default().add_modifier(Modifier::BOLD)))
         .block(Block::default().borders(Borders::TOP).title(" slowest API calls "));
