@@ -342,7 +342,7 @@ impl Drop for Tmux {
 
 #[test]
 fn the_screen_in_tmux_shows_kernels_ranks_resizes_and_q_detaches() {
-    if !prereq::programs(&["tmux"], "tmux") {
+    if !prereq::tmux() {
         return;
     }
     let a = Target::spawn(&["--step-us", "2000"]);
@@ -394,4 +394,37 @@ fn the_screen_in_tmux_shows_kernels_ranks_resizes_and_q_detaches() {
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
+}
+
+#[test]
+fn rocm_targets_are_sampled_by_one_session_per_refresh() {
+    // The ROCm stand-in's tool writes a copy of this database (3 kernel dispatches) at every
+    // detach, as rocprofiler-sdk writes its database at detach.
+    let scratch = tempfile::tempdir().unwrap();
+    let db = crate::rocpd_common::full_db(&scratch.path().join("source.db"), 4242, 7);
+    let t = common::Target::spawn(common::TargetOpts {
+        env: vec![("STANDIN_TOOL_COPY_DB".into(), db.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let pid = t.pid.to_string();
+    let tool = common::tool_lib();
+    let mut top = Top::spawn(&["-p", &pid, "-t", tool.to_str().unwrap(), "--batch", "--interval", "200ms", "-n", "3"]);
+    let mut launches = Vec::new();
+    for _ in 0..3 {
+        let h = top.until("a header", |l| l.starts_with("rocprof-attach top - interval"));
+        assert!(h.contains("ROCm: a session of 0.20 s per refresh"), "{h}");
+        assert!(h.contains("% of the time untraced"), "the cost, measured: {h}");
+        top.until("the kernel table", |l| l.trim_start().starts_with("LAUNCHES"));
+        let mut all = 0.0;
+        // LAUNCHES TOTAL_MS MEAN_US %GPU ALL_LAUNCHES ...
+        while let Some((n, _)) = top.line().as_deref().and_then(row) {
+            all += n[4];
+        }
+        launches.push(all);
+    }
+    let (_, code, stderr) = top.finish();
+    assert_eq!(code, 0, "{stderr}");
+    // Every refresh reads one session's database: 3 more launches since the start each time.
+    assert_eq!(launches, [3.0, 6.0, 9.0], "{stderr}");
+    assert!(t.alive());
 }

@@ -245,24 +245,21 @@ impl Model {
         }
     }
 
-    /// Adds the rows one read found (`pid`: the process they belong to when the database does
-    /// not say, e.g. a stand-in's).
+    /// Adds the rows one read found: those of a process watched under the pid its database
+    /// records, else those of `pid` (the process whose session wrote the database).
     pub fn add(&mut self, pid: i32, deltas: Vec<Delta>) {
         for d in deltas {
-            let want = i32::try_from(d.pid).unwrap_or(pid);
-            let i = match self.procs.iter().position(|p| p.pid == want) {
-                Some(i) => i,
-                None => match self.procs.iter().position(|p| p.pid == pid) {
-                    Some(i) => i,
-                    None => {
-                        self.procs.push(Proc {
-                            pid: want,
-                            ..Proc::default()
-                        });
-                        self.procs.len() - 1
-                    }
-                },
-            };
+            let recorded = i32::try_from(d.pid).unwrap_or(pid);
+            let found = [recorded, pid]
+                .iter()
+                .find_map(|w| self.procs.iter().position(|p| p.pid == *w));
+            let i = found.unwrap_or_else(|| {
+                self.procs.push(Proc {
+                    pid: recorded,
+                    ..Proc::default()
+                });
+                self.procs.len() - 1
+            });
             let p = &mut self.procs[i];
             if d.rank.is_some() {
                 p.rank = d.rank;

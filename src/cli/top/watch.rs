@@ -205,10 +205,10 @@ impl Watch {
         };
         let dbs = self.finish(&out, collector, events);
         let mut found = Vec::new();
-        for db in dbs {
+        for (pid, db) in dbs {
             let mut l = LiveDb::new(&db);
             if let Ok(Some(d)) = l.read(&self.opts) {
-                found.push((0, d));
+                found.push((pid.unwrap_or(0), d));
             }
             if self.keep {
                 self.kept.push(db);
@@ -219,8 +219,14 @@ impl Watch {
         found
     }
 
-    /// Detach the still-running processes of `out`, settle their claims, collect the files.
-    fn finish(&mut self, out: &AttachOutcome, collector: Collector, events: session::Events) -> Vec<PathBuf> {
+    /// Detach the still-running processes of `out`, settle their claims, collect the files: the
+    /// databases written, with the process each belongs to.
+    fn finish(
+        &mut self,
+        out: &AttachOutcome,
+        collector: Collector,
+        events: session::Events,
+    ) -> Vec<(Option<i32>, PathBuf)> {
         let running: Vec<Attachment> = out
             .attached
             .iter()
@@ -255,7 +261,12 @@ impl Watch {
             OutputWait::NotWaited,
             events,
         );
-        report.databases()
+        report
+            .files
+            .iter()
+            .filter(|f| f.host_path.extension().is_some_and(|e| e == "db"))
+            .map(|f| (f.pid, f.host_path.clone()))
+            .collect()
     }
 
     /// One refresh: the new rows of every process, with the pid they belong to.
@@ -319,7 +330,7 @@ impl Watch {
                     out.push((*pid, d));
                 }
             }
-            let mut dbs: Vec<PathBuf> = dbs;
+            let mut dbs: Vec<PathBuf> = dbs.into_iter().map(|d| d.1).collect();
             for (_, db) in &self.live {
                 if !dbs.iter().any(|d| d == db.path()) && db.path().exists() {
                     dbs.push(db.path().to_path_buf());
