@@ -46,11 +46,18 @@ impl Target {
         let mut line = String::new();
         while line.trim() != "ready" {
             line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "cuda_target ended before ready");
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "cuda_target ended before ready"
+            );
         }
         std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
         let pid = child.id() as i32;
-        Target { child, pid, _dir: dir }
+        Target {
+            child,
+            pid,
+            _dir: dir,
+        }
     }
 }
 
@@ -88,7 +95,11 @@ impl Top {
                 }
             }
         });
-        Top { child, lines: rx, seen: Vec::new() }
+        Top {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        }
     }
 
     /// The next stdout line (bounded); None at the end of the output.
@@ -125,7 +136,11 @@ impl Top {
             rest.push(l);
         }
         let out = self.child.wait_with_output().expect("wait for top");
-        (rest, out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            rest,
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 }
 
@@ -144,7 +159,9 @@ fn row(l: &str) -> Option<(Vec<f64>, String)> {
 
 /// The rows under the next header that starts with `header` (after its spaces).
 fn table(lines: &[String], header: &str) -> Option<Vec<(Vec<f64>, String)>> {
-    let at = lines.iter().position(|l| l.trim_start().starts_with(header))?;
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with(header))?;
     Some(lines[at + 1..].iter().map_while(|l| row(l)).collect())
 }
 
@@ -152,9 +169,17 @@ fn table(lines: &[String], header: &str) -> Option<Vec<(Vec<f64>, String)>> {
 fn summary_kernels(dbs: &[PathBuf]) -> Vec<(String, u64, u64)> {
     let out_dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(common::bin());
-    cmd.arg("summary").arg("-i").args(dbs).args(["--format", "csv", "-d"]).arg(out_dir.path());
+    cmd.arg("summary")
+        .arg("-i")
+        .args(dbs)
+        .args(["--format", "csv", "-d"])
+        .arg(out_dir.path());
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "summary: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "summary: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let file = std::fs::read_dir(out_dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -164,7 +189,11 @@ fn summary_kernels(dbs: &[PathBuf]) -> Vec<(String, u64, u64)> {
     r.records()
         .map(|rec| {
             let rec = rec.unwrap();
-            (rec[0].to_string(), rec[1].parse().unwrap(), rec[2].parse().unwrap())
+            (
+                rec[0].to_string(),
+                rec[1].parse().unwrap(),
+                rec[2].parse().unwrap(),
+            )
         })
         .collect()
 }
@@ -191,9 +220,18 @@ fn batch_tables_count_the_standins_kernels_and_match_summary() {
     let keep = tempfile::tempdir().unwrap();
     let pid = t.pid.to_string();
     let mut top = Top::spawn(&[
-        "-p", &pid, "--batch", "--full-names", "--interval", "300ms", "-d", keep.path().to_str().unwrap(),
+        "-p",
+        &pid,
+        "--batch",
+        "--full-names",
+        "--interval",
+        "300ms",
+        "-d",
+        keep.path().to_str().unwrap(),
     ]);
-    let header = top.until("the first header", |l| l.starts_with("rocprof-attach top - interval"));
+    let header = top.until("the first header", |l| {
+        l.starts_with("rocprof-attach top - interval")
+    });
     assert!(header.contains("CUDA"), "{header}");
     // An interval whose table shows every kernel: one launch each per step, so the counts of
     // one interval differ by at most one (a step cut by the interval's edge).
@@ -211,8 +249,13 @@ fn batch_tables_count_the_standins_kernels_and_match_summary() {
             break counts;
         }
     };
-    let (lo, hi) = counts.iter().fold((f64::MAX, 0f64), |(lo, hi), c| (lo.min(c.1), hi.max(c.1)));
-    assert!(hi - lo <= 2.0, "one launch of each kernel per step: {counts:?}");
+    let (lo, hi) = counts
+        .iter()
+        .fold((f64::MAX, 0f64), |(lo, hi), c| (lo.min(c.1), hi.max(c.1)));
+    assert!(
+        hi - lo <= 2.0,
+        "one launch of each kernel per step: {counts:?}"
+    );
     top.signal(nix::sys::signal::Signal::SIGTERM);
     let (rest, code, stderr) = top.finish();
     assert_eq!(code, 0, "{stderr}");
@@ -229,12 +272,23 @@ fn batch_tables_count_the_standins_kernels_and_match_summary() {
     assert_eq!(dbs.len(), 1, "{dbs:?}; {stderr}");
     let summary = summary_kernels(&dbs);
     assert!(!totals.is_empty(), "{rest:#?}");
-    assert_eq!(totals.len(), summary.len(), "top: {totals:?}; summary: {summary:?}");
+    assert_eq!(
+        totals.len(),
+        summary.len(),
+        "top: {totals:?}; summary: {summary:?}"
+    );
     for (name, launches, ns) in &totals {
-        let s = summary.iter().find(|s| s.0 == *name).unwrap_or_else(|| panic!("{name} in {summary:?}"));
+        let s = summary
+            .iter()
+            .find(|s| s.0 == *name)
+            .unwrap_or_else(|| panic!("{name} in {summary:?}"));
         assert_eq!(*launches, s.1, "{name}: top's launches vs summary's calls");
         // top prints milliseconds with 3 decimals.
-        assert!(ns.abs_diff(s.2) <= 500, "{name}: top {ns} ns, summary {} ns", s.2);
+        assert!(
+            ns.abs_diff(s.2) <= 500,
+            "{name}: top {ns} ns, summary {} ns",
+            s.2
+        );
     }
     // The target goes on, detached: a new session attaches it.
     assert!(common::pid_alive(t.pid));
@@ -262,11 +316,17 @@ fn json_lines_one_object_per_interval_then_the_totals() {
     assert_eq!(last["type"], "final", "{last}");
     let kernels = last["kernels"].as_array().unwrap();
     assert!(kernels.len() >= 3, "{last}");
-    let sum: u64 = kernels.iter().map(|k| k["since_start"]["total_ns"].as_u64().unwrap()).sum();
+    let sum: u64 = kernels
+        .iter()
+        .map(|k| k["since_start"]["total_ns"].as_u64().unwrap())
+        .sum();
     assert_eq!(sum, last["kernel_ns_since_start"].as_u64().unwrap());
     for k in kernels {
         assert!(k["since_start"]["launches"].as_u64().unwrap() > 0, "{k}");
-        let (name, short) = (k["name"].as_str().unwrap(), k["short_name"].as_str().unwrap());
+        let (name, short) = (
+            k["name"].as_str().unwrap(),
+            k["short_name"].as_str().unwrap(),
+        );
         assert!(!short.is_empty() && short.len() <= name.len(), "{k}");
         assert!(!short.contains('(') && !short.contains('<'), "{k}");
     }
@@ -278,11 +338,15 @@ fn a_target_that_exits_is_reported_and_the_others_go_on() {
     let leaves = Target::spawn(&["--step-us", "2000"]);
     let pids = format!("{},{}", stays.pid, leaves.pid);
     let mut top = Top::spawn(&["-p", &pids, "--batch", "--interval", "300ms"]);
-    top.until("the first table", |l| l.starts_with("rocprof-attach top - interval"));
+    top.until("the first table", |l| {
+        l.starts_with("rocprof-attach top - interval")
+    });
     let mut leaves = leaves;
     let _ = leaves.child.kill();
     let _ = leaves.child.wait();
-    top.until("the exit noted", |l| l.contains(&format!("process {} exited", leaves.pid)));
+    top.until("the exit noted", |l| {
+        l.contains(&format!("process {} exited", leaves.pid))
+    });
     // The next tables still watch the other one, and mark the one that left.
     top.until("the exited state", |l| {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -305,11 +369,18 @@ struct Tmux {
 
 impl Tmux {
     fn new(name: &str) -> Tmux {
-        Tmux { socket: format!("rocprof-top-{name}-{}", std::process::id()) }
+        Tmux {
+            socket: format!("rocprof-top-{name}-{}", std::process::id()),
+        }
     }
 
     fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().expect("run tmux")
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux")
     }
 
     fn screen(&self) -> String {
@@ -324,7 +395,10 @@ impl Tmux {
             if f(&s) {
                 return s;
             }
-            assert!(Instant::now() < deadline, "the screen never showed {what}:\n{s}");
+            assert!(
+                Instant::now() < deadline,
+                "the screen never showed {what}:\n{s}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -355,11 +429,27 @@ fn the_screen_in_tmux_shows_kernels_ranks_resizes_and_q_detaches() {
         a.pid,
         b.pid
     );
-    let out = tmux.cmd(&["new-session", "-d", "-s", "top", "-x", "120", "-y", "40", &command]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        &command,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = tmux.wait_screen("both processes' kernels", |s| {
         // The stand-in's `_Z10gemm_kerneli` demangles to `gemm_kerne(long)`.
-        s.contains("gemm_kerne") && s.contains(&format!("pid {}", a.pid)) && s.contains(&format!("pid {}", b.pid))
+        s.contains("gemm_kerne")
+            && s.contains(&format!("pid {}", a.pid))
+            && s.contains(&format!("pid {}", b.pid))
     });
     assert!(s.contains("rocprof-attach top - interval"), "{s}");
     assert!(s.contains("q quit"), "{s}");
@@ -368,18 +458,28 @@ fn the_screen_in_tmux_shows_kernels_ranks_resizes_and_q_detaches() {
         s.contains(&format!("pid {} ms", a.pid)) && s.contains(&format!("pid {} ms", b.pid))
     });
     tmux.cmd(&["send-keys", "-t", "top", "?"]);
-    tmux.wait_screen("the help", |s| s.contains("detach from every process and quit"));
+    tmux.wait_screen("the help", |s| {
+        s.contains("detach from every process and quit")
+    });
     tmux.cmd(&["send-keys", "-t", "top", "x"]);
-    tmux.wait_screen("the help closed", |s| !s.contains("detach from every process and quit"));
+    tmux.wait_screen("the help closed", |s| {
+        !s.contains("detach from every process and quit")
+    });
     tmux.cmd(&["resize-window", "-t", "top", "-x", "60", "-y", "20"]);
     let narrow = tmux.wait_screen("the narrow screen", |s| {
-        s.lines().all(|l| l.chars().count() <= 60) && s.contains("gemm_kerne") && !s.contains("ALL ms")
+        s.lines().all(|l| l.chars().count() <= 60)
+            && s.contains("gemm_kerne")
+            && !s.contains("ALL ms")
     });
     assert!(narrow.contains("LAUNCHES"), "{narrow}");
     tmux.cmd(&["send-keys", "-t", "top", "q"]);
     let deadline = Instant::now() + LIMIT;
     while tmux.alive() {
-        assert!(Instant::now() < deadline, "top did not quit on q:\n{}", tmux.screen());
+        assert!(
+            Instant::now() < deadline,
+            "top did not quit on q:\n{}",
+            tmux.screen()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // Detached cleanly: both stay, and a new session attaches them.
@@ -387,12 +487,23 @@ fn the_screen_in_tmux_shows_kernels_ranks_resizes_and_q_detaches() {
         assert!(common::pid_alive(t.pid));
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(common::bin())
-            .args(["-p", &t.pid.to_string(), "--kernel-trace", "--attach-duration-msec", "300ms", "-d"])
+            .args([
+                "-p",
+                &t.pid.to_string(),
+                "--kernel-trace",
+                "--attach-duration-msec",
+                "300ms",
+                "-d",
+            ])
             .arg(dir.path())
             .env("ROCPROF_ATTACH_CUDA_TOOL", tool())
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -408,13 +519,30 @@ fn rocm_targets_are_sampled_by_one_session_per_refresh() {
     });
     let pid = t.pid.to_string();
     let tool = common::tool_lib();
-    let mut top = Top::spawn(&["-p", &pid, "-t", tool.to_str().unwrap(), "--batch", "--interval", "200ms", "-n", "3"]);
+    let mut top = Top::spawn(&[
+        "-p",
+        &pid,
+        "-t",
+        tool.to_str().unwrap(),
+        "--batch",
+        "--interval",
+        "200ms",
+        "-n",
+        "3",
+    ]);
     let mut launches = Vec::new();
     for _ in 0..3 {
-        let h = top.until("a header", |l| l.starts_with("rocprof-attach top - interval"));
+        let h = top.until("a header", |l| {
+            l.starts_with("rocprof-attach top - interval")
+        });
         assert!(h.contains("ROCm: a session of 0.20 s per refresh"), "{h}");
-        assert!(h.contains("% of the time untraced"), "the cost, measured: {h}");
-        top.until("the kernel table", |l| l.trim_start().starts_with("LAUNCHES"));
+        assert!(
+            h.contains("% of the time untraced"),
+            "the cost, measured: {h}"
+        );
+        top.until("the kernel table", |l| {
+            l.trim_start().starts_with("LAUNCHES")
+        });
         let mut all = 0.0;
         // LAUNCHES TOTAL_MS MEAN_US %GPU ALL_LAUNCHES ...
         while let Some((n, _)) = top.line().as_deref().and_then(row) {

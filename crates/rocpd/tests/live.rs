@@ -81,7 +81,10 @@ fn reads_add_up_to_the_summary_of_the_finished_file() {
         seen.merge(&d.summary);
         rows += d.rows;
     }
-    assert!(live.read(&opts).unwrap().unwrap()[0].rows == 0, "nothing new");
+    assert!(
+        live.read(&opts).unwrap().unwrap()[0].rows == 0,
+        "nothing new"
+    );
     w.finish_process(300_000, "{}").unwrap();
     w.finish().unwrap();
     assert_eq!(rows, 330);

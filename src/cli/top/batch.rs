@@ -125,8 +125,16 @@ fn processes(o: &mut String, m: &Model, final_totals: bool) {
             "{:>8} {:>6} {:>7} {:>11} {:>13} {:>8}  {}{mark}",
             p.pid,
             p.rank.map_or_else(|| "-".into(), |r| r.to_string()),
-            busy(if final_totals { p.busy_overall() } else { p.busy_last() }),
-            ms(if final_totals { p.kernel_ns_total() } else { p.kernel_ns() }),
+            busy(if final_totals {
+                p.busy_overall()
+            } else {
+                p.busy_last()
+            }),
+            ms(if final_totals {
+                p.kernel_ns_total()
+            } else {
+                p.kernel_ns()
+            }),
             ms(p.collective_ns()),
             if p.exited { "exited" } else { "watched" },
             agents(p, final_totals)
@@ -163,7 +171,10 @@ fn kernels(o: &mut String, m: &Model, l: Layout, final_totals: bool) {
     );
     if per_proc {
         for p in &m.procs {
-            head += &format!(" {:>10}", format!("{}_MS", p.label().replace(' ', "_").to_uppercase()));
+            head += &format!(
+                " {:>10}",
+                format!("{}_MS", p.label().replace(' ', "_").to_uppercase())
+            );
         }
     }
     let _ = writeln!(o, "{head}  KERNEL");
@@ -228,9 +239,20 @@ fn apis(o: &mut String, m: &Model, l: Layout) {
     if rows.is_empty() {
         return;
     }
-    let _ = writeln!(o, "{:>8} {:>8} {:>11}  SLOWEST API CALL", "PID", "TID", "DURATION_US");
+    let _ = writeln!(
+        o,
+        "{:>8} {:>8} {:>11}  SLOWEST API CALL",
+        "PID", "TID", "DURATION_US"
+    );
     for (pid, c) in rows.into_iter().take(l.top) {
-        let _ = writeln!(o, "{:>8} {:>8} {:>11}  {}", pid, c.tid, us(c.duration as f64), c.name);
+        let _ = writeln!(
+            o,
+            "{:>8} {:>8} {:>11}  {}",
+            pid,
+            c.tid,
+            us(c.duration as f64),
+            c.name
+        );
     }
 }
 

@@ -40,7 +40,12 @@ pub const TOP_EXAMPLES: &str = "Examples:
 #[derive(Debug, clap::Args)]
 pub struct TopArgs {
     /// Process(es) to watch; repeat the option or give a comma-separated list
-    #[arg(short = 'p', long = "pid", value_name = "PID[,PID...]", allow_hyphen_values = true)]
+    #[arg(
+        short = 'p',
+        long = "pid",
+        value_name = "PID[,PID...]",
+        allow_hyphen_values = true
+    )]
     pub pid: Vec<String>,
     /// Every process of ours whose command line matches this regular expression
     #[arg(long = "match", value_name = "REGEX")]
@@ -133,7 +138,12 @@ impl TopArgs {
         for v in &self.pid {
             parse_pid_list(v, Source::Cli("-p/--pid"), &mut pids)?;
         }
-        let given = [!pids.is_empty(), self.match_regex.is_some(), self.job.is_some(), self.all];
+        let given = [
+            !pids.is_empty(),
+            self.match_regex.is_some(),
+            self.job.is_some(),
+            self.all,
+        ];
         let selection = match given.iter().filter(|g| **g).count() {
             0 => return Err(Error::usage(
                 "top needs the processes to watch: pass -p PID (or --match REGEX, --job ID, --all), e.g. `rocprof-attach top -p 1234`",
@@ -221,7 +231,9 @@ pub fn run(cfg: TopConfig, ui: &Ui) -> ExitCode {
         None => match temp_dir() {
             Ok(d) => (d, true),
             Err(e) => {
-                ui.error(format!("cannot create a temporary directory for the databases: {e}; pass -d DIR"));
+                ui.error(format!(
+                    "cannot create a temporary directory for the databases: {e}; pass -d DIR"
+                ));
                 return ExitCode::Failure;
             }
         },
@@ -277,7 +289,10 @@ fn watch_all(cfg: &TopConfig, dir: &Path, ui: &Ui) -> ExitCode {
         Output::Json => stdio::outln!("{}", batch::json(&model, secs, "final")),
     }
     if cfg.mode != Mode::Json {
-        ui.info(format!("top: {why}; detached after {} refreshes", model.iteration - 1));
+        ui.info(format!(
+            "top: {why}; detached after {} refreshes",
+            model.iteration - 1
+        ));
         for k in &kept {
             ui.info(format!("kept {}", k.display()));
         }
@@ -390,7 +405,8 @@ fn refresh_loop(
             m.add(pid, d);
         }
         let now = (Instant::now(), crate::engine::ptrace::process_cpu_us());
-        let cpu_pct = (now.1 - cpu.1) as f64 / 1e4 / now.0.duration_since(cpu.0).as_secs_f64().max(1e-3);
+        let cpu_pct =
+            (now.1 - cpu.1) as f64 / 1e4 / now.0.duration_since(cpu.0).as_secs_f64().max(1e-3);
         cpu = now;
         m.sampling = format!("{}; top's own CPU {cpu_pct:.1} %", w.sampling(cfg.interval));
         drain(messages, m);
@@ -416,7 +432,9 @@ fn wait(w: &mut Watch, out: &mut Output, m: &mut Model, deadline: Instant) -> Wa
         if let Output::Screen(_, v) = out {
             if event::poll(slice).unwrap_or(false) {
                 wake = match event::read() {
-                    Ok(event::Event::Key(k)) if k.kind != KeyEventKind::Release => Some(key(k, v, m)),
+                    Ok(event::Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                        Some(key(k, v, m))
+                    }
                     Ok(event::Event::Resize(..)) => Some(Wake::Redraw),
                     _ => None,
                 };
@@ -435,7 +453,11 @@ fn wait(w: &mut Watch, out: &mut Output, m: &mut Model, deadline: Instant) -> Wa
             m.exited(*pid);
         }
         if !gone.is_empty() {
-            return if w.all_exited() { Wake::Tick } else { Wake::Redraw };
+            return if w.all_exited() {
+                Wake::Tick
+            } else {
+                Wake::Redraw
+            };
         }
         if let Some(x) = wake {
             return x;

@@ -274,7 +274,7 @@ impl Model {
                 p.busy.entry(agent).or_default().add(&mut v);
             }
             p.slowest.extend(d.slowest);
-            p.slowest.sort_by(|a, b| b.duration.cmp(&a.duration));
+            p.slowest.sort_by_key(|c| std::cmp::Reverse(c.duration));
             p.slowest.truncate(crate::rocpd::report::live::SLOWEST);
         }
     }
@@ -284,8 +284,9 @@ impl Model {
         if let Some(p) = self.procs.iter_mut().find(|p| p.pid == pid) {
             if !p.exited {
                 p.exited = true;
-                self.messages
-                    .push(format!("process {pid} exited; the others are still watched"));
+                self.messages.push(format!(
+                    "process {pid} exited; the others are still watched"
+                ));
             }
         }
     }
@@ -295,7 +296,13 @@ impl Model {
         let mut rows: HashMap<&str, KernelRow> = HashMap::new();
         let n = self.procs.len();
         for (i, p) in self.procs.iter().enumerate() {
-            for (name, s) in p.total.domains.get(&Domain::KernelDispatch).into_iter().flatten() {
+            for (name, s) in p
+                .total
+                .domains
+                .get(&Domain::KernelDispatch)
+                .into_iter()
+                .flatten()
+            {
                 let r = rows.entry(name.as_str()).or_insert_with(|| KernelRow {
                     name: name.clone(),
                     interval: Stats::default(),
@@ -332,7 +339,13 @@ impl Model {
     pub fn copies(&self) -> Vec<CopyRow> {
         let mut rows: HashMap<&str, CopyRow> = HashMap::new();
         for p in &self.procs {
-            for (name, s) in p.total.domains.get(&Domain::MemoryCopy).into_iter().flatten() {
+            for (name, s) in p
+                .total
+                .domains
+                .get(&Domain::MemoryCopy)
+                .into_iter()
+                .flatten()
+            {
                 let r = rows.entry(name.as_str()).or_insert_with(|| CopyRow {
                     name: name.clone(),
                     interval: Stats::default(),
@@ -342,7 +355,12 @@ impl Model {
                 });
                 r.total.merge(s);
                 r.bytes_total += p.bytes_total.get(name).copied().unwrap_or(0);
-                if let Some(s) = p.interval.domains.get(&Domain::MemoryCopy).and_then(|m| m.get(name)) {
+                if let Some(s) = p
+                    .interval
+                    .domains
+                    .get(&Domain::MemoryCopy)
+                    .and_then(|m| m.get(name))
+                {
                     r.interval.merge(s);
                     r.bytes += p.bytes_interval.get(name).copied().unwrap_or(0);
                 }
@@ -364,7 +382,7 @@ impl Model {
             .iter()
             .flat_map(|p| p.slowest.iter().map(move |c| (p.pid, c)))
             .collect();
-        v.sort_by(|a, b| b.1.duration.cmp(&a.1.duration));
+        v.sort_by_key(|c| std::cmp::Reverse(c.1.duration));
         v
     }
 
@@ -399,7 +417,10 @@ impl Model {
             .collect();
         if busy.len() == live.len() {
             let (lo, hi) = busy.iter().fold((busy[0], busy[0]), |(lo, hi), &x| {
-                (if x.1 < lo.1 { x } else { lo }, if x.1 > hi.1 { x } else { hi })
+                (
+                    if x.1 < lo.1 { x } else { lo },
+                    if x.1 > hi.1 { x } else { hi },
+                )
             });
             if hi.1 - lo.1 >= 0.05 {
                 return Some((lo.0, "GPU idles most"));
@@ -464,7 +485,11 @@ mod tests {
         );
         assert_eq!(short_name("gemm_kernel(int)"), "gemm_kernel");
         assert_eq!(short_name("_Z11gemm_kerneli"), "gemm_kernel");
-        assert_eq!(short_name("_Z3bad"), "_Z3bad");
+        assert_eq!(short_name("_Z!!"), "_Z!!");
+        assert_eq!(
+            short_name("_Z3addIfEvPT_i"), // void add<float>(float*, int)
+            "add"
+        );
     }
 
     #[test]

@@ -16,7 +16,11 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 pub fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let _ = terminal::disable_raw_mode();
-        let _ = execute!(std::io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+        let _ = execute!(
+            std::io::stdout(),
+            terminal::LeaveAlternateScreen,
+            cursor::Show
+        );
     }
 }
 
@@ -36,7 +40,11 @@ impl Screen {
         }));
         terminal::enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
-        if let Err(e) = execute!(std::io::stdout(), terminal::EnterAlternateScreen, cursor::Hide) {
+        if let Err(e) = execute!(
+            std::io::stdout(),
+            terminal::EnterAlternateScreen,
+            cursor::Hide
+        ) {
             restore();
             return Err(e);
         }

@@ -4,10 +4,10 @@
 
 use super::batch::{busy, bytes, gbps, ms, shown_name, us};
 use super::model::{percent, Model};
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Table, TableState, Wrap};
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 use ratatui::Frame;
 
 /// What the keys changed.
@@ -42,15 +42,22 @@ impl ViewState {
 }
 
 /// The keys, for the help and the bottom line.
-pub const KEYS: &str = "q quit  s sort  p pause  r ranks  f full names  \u{2191}\u{2193} Enter name  ? help";
+pub const KEYS: &str =
+    "q quit  s sort  p pause  r ranks  f full names  \u{2191}\u{2193} Enter name  ? help";
 
 const HELP: &[(&str, &str)] = &[
     ("q, Ctrl-C, Esc", "detach from every process and quit"),
-    ("s", "next sort order: interval time, total, launches, mean, name"),
+    (
+        "s",
+        "next sort order: interval time, total, launches, mean, name",
+    ),
     ("p, space", "pause the figures (rows are still read)"),
     ("r", "per-process (per-rank) columns in the kernel table"),
     ("f", "full kernel names instead of shortened ones"),
-    ("\u{2191} \u{2193}, Enter", "select a kernel, show its full name"),
+    (
+        "\u{2191} \u{2193}, Enter",
+        "select a kernel, show its full name",
+    ),
     ("?, h", "this help (any key closes it)"),
 ];
 
@@ -65,11 +72,23 @@ pub fn draw(f: &mut Frame, m: &Model, v: &mut ViewState, interval_s: f64) {
         );
         return;
     }
-    let procs = m.procs.len().min(area.height.saturating_sub(10) as usize / 2).max(1);
+    let procs = m
+        .procs
+        .len()
+        .min(area.height.saturating_sub(10) as usize / 2)
+        .max(1);
     let copies = m.copies();
     let slow = m.slowest();
-    let copy_h = if copies.is_empty() { 0 } else { (copies.len() as u16 + 3).min(6) };
-    let api_h = if slow.is_empty() { 0 } else { (slow.len() as u16 + 3).min(8) };
+    let copy_h = if copies.is_empty() {
+        0
+    } else {
+        (copies.len() as u16 + 3).min(6)
+    };
+    let api_h = if slow.is_empty() {
+        0
+    } else {
+        (slow.len() as u16 + 3).min(8)
+    };
     let [head, body, copy_area, api_area, foot] = Layout::vertical([
         Constraint::Length(2 + procs as u16),
         Constraint::Min(4),
@@ -88,13 +107,19 @@ pub fn draw(f: &mut Frame, m: &Model, v: &mut ViewState, interval_s: f64) {
     }
     let foot_text = match m.messages.last() {
         Some(msg) => Line::from(vec![
-            Span::styled(msg.clone(), v.style(Color::Yellow).add_modifier(Modifier::BOLD)),
+            Span::styled(
+                msg.clone(),
+                v.style(Color::Yellow).add_modifier(Modifier::BOLD),
+            ),
             Span::raw("   "),
             Span::raw(KEYS),
         ]),
         None => Line::from(KEYS),
     };
-    f.render_widget(Paragraph::new(foot_text).style(Style::default().add_modifier(Modifier::REVERSED)), foot);
+    f.render_widget(
+        Paragraph::new(foot_text).style(Style::default().add_modifier(Modifier::REVERSED)),
+        foot,
+    );
     if v.help {
         help(f, area);
     } else if v.name_popup {
@@ -114,7 +139,10 @@ fn header(f: &mut Frame, area: Rect, m: &Model, v: &ViewState, interval_s: f64, 
         if v.paused { " - PAUSED" } else { "" }
     );
     let mut lines = vec![
-        Line::from(Span::styled(title, v.style(Color::Cyan).add_modifier(Modifier::BOLD))),
+        Line::from(Span::styled(
+            title,
+            v.style(Color::Cyan).add_modifier(Modifier::BOLD),
+        )),
         Line::from(format!("sampling: {}", m.sampling)),
     ];
     let straggler = m.straggler();
@@ -145,7 +173,10 @@ fn header(f: &mut Frame, area: Rect, m: &Model, v: &ViewState, interval_s: f64, 
         lines.push(Line::from(spans));
     }
     if m.procs.len() > shown {
-        lines.push(Line::from(format!("... and {} more (r: per-process columns)", m.procs.len() - shown)));
+        lines.push(Line::from(format!(
+            "... and {} more (r: per-process columns)",
+            m.procs.len() - shown
+        )));
     }
     f.render_widget(Paragraph::new(lines), area);
 }
@@ -178,7 +209,8 @@ fn kernels(f: &mut Frame, area: Rect, m: &Model, v: &mut ViewState) {
         head.extend(["ALL ms".into(), "ALL %".into()]);
         widths.extend([Constraint::Length(12), Constraint::Length(6)]);
     }
-    head.push("KERNEL".into());
+    let mut head: Vec<Cell> = head.into_iter().map(num).collect();
+    head.push(Cell::from("KERNEL"));
     widths.push(Constraint::Fill(1));
     let body: Vec<Row> = rows
         .iter()
@@ -194,14 +226,22 @@ fn kernels(f: &mut Frame, area: Rect, m: &Model, v: &mut ViewState) {
                 c.push(ms(r.total.sum));
                 c.push(format!("{:.1}", percent(r.total.sum, all_t)));
             }
-            c.push(shown_name(&r.name, v.full_names));
-            Row::new(c)
+            let mut cells: Vec<Cell> = c.into_iter().map(num).collect();
+            cells.push(Cell::from(shown_name(&r.name, v.full_names)));
+            Row::new(cells)
         })
         .collect();
     let table = Table::new(body, widths)
-        .header(Row::new(head).style(Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)))
+        .header(
+            Row::new(head)
+                .style(Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)),
+        )
         .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
-        .block(Block::default().borders(Borders::TOP).title(" kernels (last interval | since start) "));
+        .block(
+            Block::default()
+                .borders(Borders::TOP)
+                .title(" kernels (last interval | since start) "),
+        );
     let mut state = TableState::default().with_selected(Some(v.selected));
     f.render_stateful_widget(table, area, &mut state);
 }
@@ -210,14 +250,16 @@ fn copy_table(f: &mut Frame, area: Rect, rows: &[super::model::CopyRow], _v: &Vi
     let body: Vec<Row> = rows
         .iter()
         .map(|r| {
-            Row::new(vec![
+            let n = [
                 r.interval.count.to_string(),
                 bytes(r.bytes),
                 ms(r.interval.sum),
                 gbps(r.bandwidth()),
                 bytes(r.bytes_total),
-                r.name.clone(),
-            ])
+            ];
+            let mut cells: Vec<Cell> = n.into_iter().map(num).collect();
+            cells.push(Cell::from(r.name.clone()));
+            Row::new(cells)
         })
         .collect();
     let widths = [
@@ -229,39 +271,96 @@ fn copy_table(f: &mut Frame, area: Rect, rows: &[super::model::CopyRow], _v: &Vi
         Constraint::Fill(1),
     ];
     let t = Table::new(body, widths)
-        .header(Row::new(["COUNT", "BYTES", "TOTAL ms", "GB/s", "ALL BYTES", "COPY"]).style(Style::default().add_modifier(Modifier::BOLD)))
+        .header(
+            Row::new(
+                ["COUNT", "BYTES", "TOTAL ms", "GB/s", "ALL BYTES"]
+                    .map(|h| num(h.to_string()))
+                    .into_iter()
+                    .chain([Cell::from("COPY")]),
+            )
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+        )
         .block(Block::default().borders(Borders::TOP).title(" copies "));
     f.render_widget(t, area);
 }
 
-fn api_table(f: &mut Frame, area: Rect, rows: &[(i32, &crate::rocpd::report::live::Call)], _v: &ViewState) {
+fn api_table(
+    f: &mut Frame,
+    area: Rect,
+    rows: &[(i32, &crate::rocpd::report::live::Call)],
+    _v: &ViewState,
+) {
     let body: Vec<Row> = rows
         .iter()
-        .map(|(pid, c)| Row::new(vec![pid.to_string(), c.tid.to_string(), us(c.duration as f64), c.name.clone()]))
+        .map(|(pid, c)| {
+            Row::new([
+                num(pid.to_string()),
+                num(c.tid.to_string()),
+                num(us(c.duration as f64)),
+                Cell::from(c.name.clone()),
+            ])
+        })
         .collect();
-    let widths = [Constraint::Length(8), Constraint::Length(8), Constraint::Length(12), Constraint::Fill(1)];
+    let widths = [
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(12),
+        Constraint::Fill(1),
+    ];
     let t = Table::new(body, widths)
-        .header(Row::new(["PID", "TID", "DURATION us", "API CALL"]).style(Style::default().add_modifier(Modifier::BOLD)))
-        .block(Block::default().borders(Borders::TOP).title(" slowest API calls "));
+        .header(
+            Row::new([
+                num("PID".into()),
+                num("TID".into()),
+                num("DURATION us".into()),
+                Cell::from("API CALL"),
+            ])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+        )
+        .block(
+            Block::default()
+                .borders(Borders::TOP)
+                .title(" slowest API calls "),
+        );
     f.render_widget(t, area);
+}
+
+/// A number's cell: aligned right.
+fn num<'a>(s: String) -> Cell<'a> {
+    Cell::from(Text::from(s).alignment(Alignment::Right))
 }
 
 /// A box in the middle of `area`.
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);
     let h = h.min(area.height);
-    Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h)
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
 }
 
 fn help(f: &mut Frame, area: Rect) {
     let lines: Vec<Line> = HELP
         .iter()
-        .map(|(k, d)| Line::from(vec![Span::styled(format!("{k:<16}"), Style::default().add_modifier(Modifier::BOLD)), Span::raw(*d)]))
+        .map(|(k, d)| {
+            Line::from(vec![
+                Span::styled(
+                    format!("{k:<16}"),
+                    Style::default().add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(*d),
+            ])
+        })
         .collect();
     let r = centered(area, 80, HELP.len() as u16 + 2);
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(lines).wrap(Wrap { trim: false }).block(Block::default().borders(Borders::ALL).title(" keys ")),
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(" keys ")),
         r,
     );
 }
@@ -271,13 +370,22 @@ fn name_popup(f: &mut Frame, area: Rect, m: &Model, v: &ViewState) {
     let Some(r) = rows.get(v.selected) else {
         return;
     };
-    let text = format!("{}\n\n{} launches since the start, {} ms", r.name, r.total.count, ms(r.total.sum));
+    let text = format!(
+        "{}\n\n{} launches since the start, {} ms",
+        r.name,
+        r.total.count,
+        ms(r.total.sum)
+    );
     let w = area.width.saturating_sub(4).min(120);
     let h = ((r.name.chars().count() as u16 / w.saturating_sub(2).max(1)) + 5).min(area.height);
     let rect = centered(area, w, h);
     f.render_widget(Clear, rect);
     f.render_widget(
-        Paragraph::new(text).wrap(Wrap { trim: false }).block(Block::default().borders(Borders::ALL).title(" full name (any key closes) ")),
+        Paragraph::new(text).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" full name (any key closes) "),
+        ),
         rect,
     );
 }

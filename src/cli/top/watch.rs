@@ -65,7 +65,11 @@ pub struct Refused {
 
 impl Watch {
     /// Plans and attaches every selected process. `keep`: the databases stay (-o/-d).
-    pub fn start(req: AttachRequest, keep: bool, events: session::Events) -> Result<Watch, Refused> {
+    pub fn start(
+        req: AttachRequest,
+        keep: bool,
+        events: session::Events,
+    ) -> Result<Watch, Refused> {
         let agents = Agents::start(CallTimeouts::default());
         let waiter = Waiter::install().map_err(|e| refused(&e))?;
         let mut plan = session::plan(&req, events).map_err(|e| {
@@ -75,11 +79,8 @@ impl Watch {
             }
             r
         })?;
-        let (cuda, rocm): (Vec<i32>, Vec<i32>) = plan
-            .targets
-            .iter()
-            .map(|p| p.report.pid)
-            .partition(|pid| {
+        let (cuda, rocm): (Vec<i32>, Vec<i32>) =
+            plan.targets.iter().map(|p| p.report.pid).partition(|pid| {
                 plan.targets
                     .iter()
                     .any(|p| p.report.pid == *pid && p.report.cuda.is_some())
@@ -357,7 +358,12 @@ fn refused(e: &crate::attach::Error) -> Refused {
 pub fn describe(ev: &Event) -> Option<String> {
     match ev {
         Event::Warning { message, .. } => Some(message.clone()),
-        Event::Failed { pid, stage, message, .. } => Some(format!("process {pid}: {stage:?} failed: {message}")),
+        Event::Failed {
+            pid,
+            stage,
+            message,
+            ..
+        } => Some(format!("process {pid}: {stage:?} failed: {message}")),
         Event::Exited { pid } => Some(format!("process {pid} exited")),
         _ => None,
     }

@@ -173,7 +173,10 @@ fn read_source(src: &Source<'_>, opts: &ConvertOptions, next: &mut Next) -> Resu
             Some(Domain::MarkerApi) | None => {}
             Some(dom) => {
                 apis.add((dom, a.name_id), a.start, a.end);
-                keep_slowest(&mut slow, (super::pass::duration(a.start, a.end), dom, a.name_id, a.tid));
+                keep_slowest(
+                    &mut slow,
+                    (super::pass::duration(a.start, a.end), dom, a.name_id, a.tid),
+                );
             }
         }
         Ok(())
@@ -188,7 +191,11 @@ fn read_source(src: &Source<'_>, opts: &ConvertOptions, next: &mut Next) -> Resu
         *d.copy_bytes.entry(dims.string(*n).to_owned()).or_default() += b;
     }
     for ((dom, name), s) in apis.entries() {
-        merge_named(d.summary.domains.entry(*dom).or_default(), dims.string(*name), s);
+        merge_named(
+            d.summary.domains.entry(*dom).or_default(),
+            dims.string(*name),
+            s,
+        );
     }
     d.summary.domains.retain(|_, m| !m.is_empty());
     for (a, v) in agents {
@@ -208,7 +215,10 @@ fn read_source(src: &Source<'_>, opts: &ConvertOptions, next: &mut Next) -> Resu
 }
 
 /// Keeps the [`SLOWEST`] longest calls, longest first.
-fn keep_slowest<T: Ord + Copy>(v: &mut Vec<(u64, T, Option<i64>, i64)>, c: (u64, T, Option<i64>, i64)) {
+fn keep_slowest<T: Ord + Copy>(
+    v: &mut Vec<(u64, T, Option<i64>, i64)>,
+    c: (u64, T, Option<i64>, i64),
+) {
     if v.len() == SLOWEST && v.last().is_some_and(|l| l.0 >= c.0) {
         return;
     }
