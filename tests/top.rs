@@ -266,7 +266,7 @@ fn batch_tables_count_the_standins_kernels_and_match_summary() {
     let totals: Vec<(String, u64, u64)> = table(&rest[start..], "ALL_LAUNCHES")
         .unwrap_or_else(|| panic!("a kernel table: {rest:#?}"))
         .into_iter()
-        .map(|(n, name)| (name, n[0] as u64, (n[1] * 1e6).round() as u64))
+        .map(|(n, name)| (name, n[0] as u64, n[1] as u64))
         .collect();
     let dbs = databases(keep.path());
     assert_eq!(dbs.len(), 1, "{dbs:?}; {stderr}");

@@ -165,9 +165,15 @@ fn kernels(o: &mut String, m: &Model, l: Layout, final_totals: bool) {
             "LAUNCHES", "TOTAL_MS", "MEAN_US", "%GPU"
         );
     }
+    // The final table gives exact nanoseconds, as `summary` does.
+    let total_head = if final_totals {
+        "ALL_TOTAL_NS"
+    } else {
+        "ALL_TOTAL_MS"
+    };
     head += &format!(
         "{:>12} {:>13} {:>10} {:>6}",
-        "ALL_LAUNCHES", "ALL_TOTAL_MS", "ALL_MEAN_US", "ALL_%"
+        "ALL_LAUNCHES", total_head, "ALL_MEAN_US", "ALL_%"
     );
     if per_proc {
         for p in &m.procs {
@@ -193,7 +199,11 @@ fn kernels(o: &mut String, m: &Model, l: Layout, final_totals: bool) {
         line += &format!(
             "{:>12} {:>13} {:>10} {:>6.1}",
             r.total.count,
-            ms(r.total.sum),
+            if final_totals {
+                r.total.sum.to_string()
+            } else {
+                ms(r.total.sum)
+            },
             us(r.total.mean()),
             percent(r.total.sum, all_t)
         );

@@ -245,7 +245,18 @@ pub fn run(cfg: TopConfig, ui: &Ui) -> ExitCode {
     code
 }
 
+/// Our own CPU time since `started` (this process, every thread), in words.
+fn own_cpu(started: Instant) -> String {
+    let cpu = crate::engine::ptrace::process_cpu_us() as f64 / 1e3;
+    let wall = started.elapsed().as_secs_f64();
+    format!(
+        "top's own CPU: {cpu:.1} ms over {wall:.1} s ({:.2} % of one core)",
+        cpu / 10.0 / wall.max(1e-3)
+    )
+}
+
 fn watch_all(cfg: &TopConfig, dir: &Path, ui: &Ui) -> ExitCode {
+    let started = Instant::now();
     let messages: Messages = Messages::default();
     let events = |ev: Event| {
         if let Some(m) = watch::describe(&ev) {
@@ -282,6 +293,7 @@ fn watch_all(cfg: &TopConfig, dir: &Path, ui: &Ui) -> ExitCode {
         model.add(pid, d);
     }
     drain(&messages, &mut model);
+    model.messages.push(own_cpu(started));
     let secs = cfg.interval.as_secs_f64();
     match out {
         Output::Screen(s, _) => drop(s),
