@@ -2,8 +2,10 @@
 //! views, metadata rows, natural-key ids, string table, lazily created thread rows.
 //!
 //! Everything is written inside one transaction with cached prepared statements; call
-//! [`Writer::finish`] to commit. Dropping a writer without finishing rolls back and leaves an
-//! empty-schema file behind only if the schema had been committed (it never is before `finish`).
+//! [`Writer::finish`] to commit. A writer read while it writes (the CUDA tool's, for
+//! `rocprof-attach top`) commits what it has with [`Writer::commit_now`] and goes on in a new
+//! transaction. Dropping a writer without finishing rolls back what was not committed: a file
+//! never committed is left with an empty schema, one committed keeps those rows.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

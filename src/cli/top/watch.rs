@@ -108,7 +108,11 @@ impl Watch {
             w.live = out
                 .attached
                 .iter()
-                .filter_map(|a| a.cuda.as_ref().map(|l| (a.pid, LiveDb::new(&l.db))))
+                .filter_map(|a| {
+                    a.cuda
+                        .as_ref()
+                        .map(|l| (a.pid, LiveDb::new(&host_path(a.pid, &l.db))))
+                })
                 .collect();
             w.collector = Some(collector);
             w.cuda = out;
@@ -344,6 +348,18 @@ impl Watch {
         // The agent server exits once its socket closes.
         drop(self.agents);
         (out, self.kept)
+    }
+}
+
+/// Where we find a file the process `pid` writes at `path` (as it sees it): the path itself, or
+/// under `/proc/PID/root` for a process with another root (a container).
+fn host_path(pid: i32, path: &std::path::Path) -> PathBuf {
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    match std::fs::read_link(&root) {
+        Ok(r) if r != std::path::Path::new("/") => {
+            root.join(path.strip_prefix("/").unwrap_or(path))
+        }
+        _ => path.to_path_buf(),
     }
 }
 
