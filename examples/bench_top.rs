@@ -37,7 +37,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// The number after `key` in `line` (`... take 12.3 ms each` → 12.3 for "take ").
 fn number_after(line: &str, key: &str) -> Option<f64> {
     let rest = &line[line.find(key)? + key.len()..];
-    rest.split_whitespace().next()?.trim_end_matches('%').parse().ok()
+    rest.split_whitespace()
+        .next()?
+        .trim_end_matches('%')
+        .parse()
+        .ok()
 }
 
 /// What one `top --batch` run cost.

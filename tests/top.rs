@@ -556,3 +556,89 @@ fn rocm_targets_are_sampled_by_one_session_per_refresh() {
     assert_eq!(launches, [3.0, 6.0, 9.0], "{stderr}");
     assert!(t.alive());
 }
+
+#[test]
+fn the_process_whose_gpu_idles_most_stands_out() {
+    // 4 kernels every 1 ms against 4 every 40 ms: the second one's GPU idles far more.
+    let busy = Target::spawn(&["--step-us", "1000"]);
+    let idle = Target::spawn(&["--step-us", "40000"]);
+    let pids = format!("{},{}", busy.pid, idle.pid);
+    let mut top = Top::spawn(&["-p", &pids, "--batch", "--interval", "500ms"]);
+    let line = top.until("the idle one marked", |l| l.contains("<- GPU idles most"));
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(f[0], idle.pid.to_string(), "{line}");
+    // Its kernel table has a column per process.
+    let header = top.until("a kernel table", |l| l.trim_start().starts_with("LAUNCHES"));
+    for t in [&busy, &idle] {
+        assert!(header.contains(&format!("PID_{}_MS", t.pid)), "{header}");
+    }
+    top.signal(nix::sys::signal::Signal::SIGTERM);
+    let (_, code, stderr) = top.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn sigterm_restores_the_terminal_and_detaches() {
+    if !prereq::tmux() {
+        return;
+    }
+    let t = Target::spawn(&["--step-us", "2000"]);
+    let tmux = Tmux::new("sigterm");
+    // A shell stays in the pane after top, to show what top left on the screen.
+    let command = format!(
+        "env ROCPROF_ATTACH_CUDA_TOOL={} {} top -p {} --interval 300ms; echo top-exited-$?; \
+         stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; exec sleep 120",
+        tool().display(),
+        common::bin().display(),
+        t.pid
+    );
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tmux.wait_screen("the kernels", |s| s.contains("gemm_kerne"));
+    let format = |f: &str| {
+        String::from_utf8_lossy(&tmux.cmd(&["display-message", "-p", "-t", "top", f]).stdout)
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        format("#{alternate_on}"),
+        "1",
+        "the view uses the alternate screen"
+    );
+    let shell: i32 = format("#{pane_pid}").parse().unwrap();
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+    let top_pid: i32 = children
+        .split_whitespace()
+        .next()
+        .expect("top runs")
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(top_pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let s = tmux.wait_screen("top's exit", |s| s.contains("top-exited-"));
+    assert!(s.contains("top-exited-0"), "{s}");
+    assert!(
+        s.lines().any(|l| l.trim() == "icanon"),
+        "raw mode is off again: {s}"
+    );
+    assert!(s.contains("a signal asked to stop; detached after"), "{s}");
+    assert_eq!(format("#{alternate_on}"), "0", "the main screen is back");
+    assert!(common::pid_alive(t.pid));
+}

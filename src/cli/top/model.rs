@@ -400,7 +400,8 @@ impl Model {
     }
 
     /// The process that stands out among several: the one whose GPU idled most in the last
-    /// interval, else the one whose collective kernels took longest. None with one process.
+    /// interval (5 points below the busiest, or less than half as busy), else the one whose
+    /// collective kernels took longest. None with one process.
     pub fn straggler(&self) -> Option<(usize, &'static str)> {
         let live: Vec<(usize, &Proc)> = self
             .procs
@@ -422,7 +423,8 @@ impl Model {
                     if x.1 > hi.1 { x } else { hi },
                 )
             });
-            if hi.1 - lo.1 >= 0.05 {
+            // 5 points apart, or busy less than half as much as the busiest.
+            if hi.1 - lo.1 >= 0.05 || lo.1 < hi.1 / 2.0 {
                 return Some((lo.0, "GPU idles most"));
             }
         }
@@ -490,6 +492,56 @@ mod tests {
             short_name("_Z3addIfEvPT_i"), // void add<float>(float*, int)
             "add"
         );
+    }
+
+    /// One process's rows of an interval: `kernels` (name, ns) on agent 0 from 0 on, one after
+    /// the other, and `idle` ns of gap after each.
+    fn delta(pid: i64, kernels: &[(&str, u64)], idle: i64) -> Delta {
+        let mut d = Delta {
+            pid,
+            ..Delta::default()
+        };
+        let mut t = 0i64;
+        let mut v = Vec::new();
+        for (name, ns) in kernels {
+            let mut s = Stats::default();
+            s.add(*ns);
+            d.summary
+                .domains
+                .entry(Domain::KernelDispatch)
+                .or_default()
+                .entry(name.to_string())
+                .or_default()
+                .merge(&s);
+            v.push((t, t + *ns as i64));
+            t += *ns as i64 + idle;
+        }
+        d.intervals.insert("GPU 0".into(), v);
+        d
+    }
+
+    #[test]
+    fn the_idlest_gpu_else_the_longest_collectives_stand_out() {
+        let mut m = Model::new(&[1, 2, 3], String::new());
+        m.begin_interval();
+        m.add(1, vec![delta(1, &[("gemm", 100), ("gemm", 100)], 0)]);
+        m.add(2, vec![delta(2, &[("gemm", 100), ("gemm", 100)], 300)]);
+        m.add(3, vec![delta(3, &[("gemm", 100), ("gemm", 100)], 0)]);
+        assert_eq!(m.straggler(), Some((1, "GPU idles most")));
+        assert_eq!(m.procs[1].busy_last(), Some(200.0 / 500.0));
+        m.begin_interval();
+        for pid in 1..=3 {
+            let nccl = if pid == 3 { 900 } else { 100 };
+            m.add(
+                pid,
+                vec![delta(pid as i64, &[("ncclKernel_AllReduce", nccl)], 0)],
+            );
+        }
+        assert_eq!(m.straggler(), Some((2, "longest collectives")));
+        assert_eq!(m.procs[2].collective_ns(), 900);
+        m.exited(1);
+        m.exited(2);
+        assert_eq!(m.straggler(), None, "one process left");
     }
 
     #[test]
