@@ -219,6 +219,7 @@ fn batch_tables_count_the_standins_kernels_and_match_summary() {
     let t = Target::spawn(&["--kernels-per-step", "4", "--step-us", "2000"]);
     let keep = tempfile::tempdir().unwrap();
     let pid = t.pid.to_string();
+    let started = Instant::now();
     let mut top = Top::spawn(&[
         "-p",
         &pid,
@@ -641,4 +642,33 @@ fn sigterm_restores_the_terminal_and_detaches() {
     assert!(s.contains("a signal asked to stop; detached after"), "{s}");
     assert_eq!(format("#{alternate_on}"), "0", "the main screen is back");
     assert!(common::pid_alive(t.pid));
+}
+
+#[test]
+fn usage_errors_say_what_to_do() {
+    let run = |args: &[&str]| {
+        let out = Command::new(common::bin())
+            .arg("top")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("pass -p PID"), "{err}");
+    let (code, err) = run(&["-p", "1", "--interval", "10ms"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--interval 10ms is too short"), "{err}");
+    let (code, err) = run(&["-p", "1", "--all"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, err) = run(&["-p", "1", "--batch", "--json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("rocprof-attach top --help"), "{err}");
+    let (code, err) = run(&["-p", "2147483000", "--batch"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("does not exist"), "{err}");
 }

@@ -28,6 +28,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use watch::{Messages, Watch};
 
+/// The shortest refresh interval.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Examples shown after `rocprof-attach top --help`.
 pub const TOP_EXAMPLES: &str = "Examples:
   rocprof-attach top -p 1234                    watch one process (q or Ctrl-C detaches)
@@ -175,9 +178,16 @@ impl TopArgs {
             (None, Some(_)) => Some(cwd.to_path_buf()),
             (None, None) => None,
         };
+        let interval = parse_duration(&self.interval, Source::Cli("--interval"))?;
+        if interval < MIN_INTERVAL {
+            return Err(Error::usage(format!(
+                "--interval {} is too short: the views refresh at most every 100ms (e.g. --interval 500ms)",
+                self.interval
+            )));
+        }
         Ok(TopConfig {
             selection,
-            interval: parse_duration(&self.interval, Source::Cli("--interval"))?,
+            interval,
             iterations: self.iterations,
             mode,
             api: self.api,
