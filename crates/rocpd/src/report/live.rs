@@ -1,6 +1,6 @@
 //! Reading databases while they are written, a little at a time (`rocprof-attach top`): the rows
 //! added since the last read, turned into the statistics `summary` computes from the same rows
-//! (the same [`Stats`], names and domains as [`crate::report::pass`]: [`ByKey`], [`kernel_name`],
+//! (the same [`Stats`], names and domains as [`crate::report::pass`]: `ByKey`, [`kernel_name`],
 //! [`Domain::of_api_kind`]), so the live view and `summary` of the kept database never disagree.
 //! Besides: each agent's kernel intervals (how busy it is), the bytes copied, the slowest API
 //! calls.
