@@ -278,6 +278,14 @@ fn batch_tables_count_the_standins_kernels_and_match_summary() {
         summary.len(),
         "top: {totals:?}; summary: {summary:?}"
     );
+    // At most one launch of each kernel per step, a step every 2 ms at the most.
+    let most = started.elapsed().as_secs_f64() / 0.002;
+    for (name, launches, _) in &totals {
+        assert!(
+            *launches >= 1 && (*launches as f64) <= most,
+            "{name}: {launches} launches, at most {most:.0}"
+        );
+    }
     for (name, launches, ns) in &totals {
         let s = summary
             .iter()
@@ -633,7 +641,10 @@ fn sigterm_restores_the_terminal_and_detaches() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let s = tmux.wait_screen("top's exit", |s| s.contains("top-exited-"));
+    // The shell's lines after top: its exit status, then stty's `icanon` or `-icanon`.
+    let s = tmux.wait_screen("top's exit and stty", |s| {
+        s.contains("top-exited-") && s.lines().any(|l| l.trim().ends_with("icanon"))
+    });
     assert!(s.contains("top-exited-0"), "{s}");
     assert!(
         s.lines().any(|l| l.trim() == "icanon"),

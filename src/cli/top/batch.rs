@@ -61,12 +61,19 @@ pub fn busy(f: Option<f64>) -> String {
     f.map_or_else(|| "-".into(), |b| format!("{:.1}", b * 100.0))
 }
 
+/// `; rows of 1.18 s of GPU time`: what the last interval's rows cover, when they cover any.
+pub fn span(m: &Model) -> String {
+    m.gpu_span_s()
+        .map_or_else(String::new, |s| format!("; rows of {s:.2} s of GPU time"))
+}
+
 /// The header line: what is watched and how it is sampled.
 pub fn header(m: &Model, interval_s: f64) -> String {
     format!(
-        "rocprof-attach top - interval {} ({:.2} s), {} process{}; sampling: {}",
+        "rocprof-attach top - interval {} ({:.2} s{}), {} process{}; sampling: {}",
         m.iteration,
         interval_s,
+        span(m),
         m.procs.len(),
         if m.procs.len() == 1 { "" } else { "es" },
         m.sampling
@@ -326,6 +333,7 @@ pub fn json(m: &Model, interval_s: f64, kind: &str) -> serde_json::Value {
         .collect();
     json!({
         "type": kind, "iteration": m.iteration, "interval_s": interval_s, "sampling": m.sampling,
+        "gpu_span_s": m.gpu_span_s(),
         "kernel_ns": all_i, "kernel_ns_since_start": all_t,
         "processes": procs, "kernels": kernels, "copies": copies, "slowest_api_calls": api,
         "messages": m.messages,

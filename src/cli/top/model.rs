@@ -57,6 +57,9 @@ pub struct Busy {
     span_total: i64,
     /// Busy fraction over the rows of the last interval (None: no kernel).
     pub last: Option<f64>,
+    /// The GPU time the last interval's rows cover (ns): from the previous interval's last
+    /// kernel end to this one's.
+    pub last_span: i64,
 }
 
 impl Busy {
@@ -75,6 +78,7 @@ impl Busy {
         self.busy_total += busy;
         self.span_total += hi - lo;
         self.last = (hi > lo).then(|| busy as f64 / (hi - lo) as f64);
+        self.last_span = hi - lo;
     }
 
     /// Busy fraction since the start.
@@ -241,6 +245,7 @@ impl Model {
             // An agent with no kernel in this interval's rows shows as idle.
             for b in p.busy.values_mut() {
                 b.last = None;
+                b.last_span = 0;
             }
         }
     }
@@ -384,6 +389,18 @@ impl Model {
             .collect();
         v.sort_by_key(|c| std::cmp::Reverse(c.1.duration));
         v
+    }
+
+    /// The GPU time the last interval's rows cover, the longest of any agent (s; None: no
+    /// kernel). The rows are those the profiler committed during the interval, so this varies
+    /// around the interval's length.
+    pub fn gpu_span_s(&self) -> Option<f64> {
+        self.procs
+            .iter()
+            .flat_map(|p| p.busy.values())
+            .filter(|b| b.last.is_some())
+            .map(|b| b.last_span as f64 / 1e9)
+            .reduce(f64::max)
     }
 
     /// Kernel time of the last interval, all processes (ns).

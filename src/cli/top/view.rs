@@ -129,9 +129,10 @@ pub fn draw(f: &mut Frame, m: &Model, v: &mut ViewState, interval_s: f64) {
 
 fn header(f: &mut Frame, area: Rect, m: &Model, v: &ViewState, interval_s: f64, shown: usize) {
     let title = format!(
-        "rocprof-attach top - interval {} ({:.2} s) - {} process{} - GPU {} ms - sorted by {}{}",
+        "rocprof-attach top - interval {} ({:.2} s{}) - {} process{} - GPU {} ms - sorted by {}{}",
         m.iteration,
         interval_s,
+        super::batch::span(m),
         m.procs.len(),
         if m.procs.len() == 1 { "" } else { "es" },
         ms(m.interval_kernel_ns()),
