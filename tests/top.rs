@@ -683,3 +683,47 @@ fn usage_errors_say_what_to_do() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("does not exist"), "{err}");
 }
+
+#[test]
+fn another_users_process_writes_into_the_temporary_directory() {
+    if !prereq::root("to run the target as another user") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    // The target (nobody) copies this database at every detach; top keeps no files (no -d), so
+    // the tool writes into top's temporary directory, which must then be nobody's.
+    let scratch = common::public_dir();
+    let db = crate::rocpd_common::full_db(&scratch.path().join("source.db"), 4242, 7);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let t = common::Target::spawn(common::TargetOpts {
+        uid: Some(65534),
+        env: vec![("STANDIN_TOOL_COPY_DB".into(), db.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let tool_dir = common::public_dir();
+    let tool = common::public_copy(&common::tool_lib(), tool_dir.path());
+    let pid = t.pid.to_string();
+    let top = Top::spawn(&[
+        "-p",
+        &pid,
+        "-t",
+        tool.to_str().unwrap(),
+        "--json",
+        "--interval",
+        "200ms",
+        "-n",
+        "2",
+    ]);
+    let (lines, code, stderr) = top.finish();
+    assert_eq!(code, 0, "{stderr}");
+    let last: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    assert_eq!(last["type"], "final");
+    let launches: u64 = last["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["since_start"]["launches"].as_u64().unwrap())
+        .sum();
+    // Three sessions (two refreshes and the last one at the end), 3 dispatches each.
+    assert_eq!(launches, 9, "{last}");
+}

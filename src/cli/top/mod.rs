@@ -226,11 +226,29 @@ fn request(cfg: &TopConfig, dir: &Path) -> AttachRequest {
     AttachRequest::new(cfg.selection.clone(), env, &cfg.cwd)
 }
 
-/// A private directory for the databases when none is kept (removed at the end).
-fn temp_dir() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
+/// A private directory for the databases when none is kept (removed at the end). The targets'
+/// tools write into it: when every process given with `-p` belongs to one other user, it is
+/// theirs (mode 0700 either way).
+fn temp_dir(selection: &TargetSelection) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let dir = std::env::temp_dir().join(format!("rocprof-attach-top.{}", std::process::id()));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    if let TargetSelection::Pids(pids) = selection {
+        let uids: Vec<u32> = pids
+            .iter()
+            .filter_map(|p| {
+                std::fs::metadata(format!("/proc/{p}"))
+                    .ok()
+                    .map(|m| m.uid())
+            })
+            .collect();
+        let me = nix::unistd::geteuid().as_raw();
+        if let Some(&uid) = uids.first() {
+            if uid != me && uids.iter().all(|u| *u == uid) {
+                let _ = nix::unistd::chown(&dir, Some(nix::unistd::Uid::from_raw(uid)), None);
+            }
+        }
+    }
     Ok(dir)
 }
 
@@ -238,7 +256,7 @@ fn temp_dir() -> std::io::Result<PathBuf> {
 pub fn run(cfg: TopConfig, ui: &Ui) -> ExitCode {
     let (dir, temp) = match &cfg.keep {
         Some(d) => (d.clone(), false),
-        None => match temp_dir() {
+        None => match temp_dir(&cfg.selection) {
             Ok(d) => (d, true),
             Err(e) => {
                 ui.error(format!(
