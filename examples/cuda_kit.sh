@@ -4,8 +4,8 @@
 #   examples/cuda_kit.sh prepare KIT     # here: release rocprof-attach, the CUDA tool library,
 #                                        # the training loop and the proof driver
 #   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
-#                                        # cycles million ddp (default: all but transformer, ddp;
-#                                        # ddp needs 2 GPUs)
+#                                        # cycles million ddp top topddp (default: all but
+#                                        # transformer, ddp, top, topddp; ddp and topddp need 2 GPUs)
 #   python3 KIT/exit_check.py            # there: a loop ending by each route mid-window
 #
 # Results go to $OUT (default /tmp/out)/cuda_proof.md.

@@ -40,7 +40,7 @@ fn subcommands() -> Vec<clap::Command> {
 fn every_subcommand_has_a_page_with_all_its_options() {
     let top = ok(&["man"]);
     let subs = subcommands();
-    for name in ["convert", "summary", "query", "completions"] {
+    for name in ["top", "convert", "summary", "query", "completions"] {
         assert!(subs.iter().any(|s| s.get_name() == name), "{name}");
     }
     for sub in &subs {
@@ -256,6 +256,8 @@ fn completions_complete_pids_formats_and_subcommand_options() {
         let got = complete(&["rocprof-attach", opt, ""]);
         assert!(got.contains(&me), "{opt}: {got:?}");
     }
+    let got = complete(&["rocprof-attach", "top", "-p", ""]);
+    assert!(got.contains(&me), "top -p: {got:?}");
     // After a comma, the next pid of the list.
     let got = complete(&["rocprof-attach", "-p", "1,"]);
     assert!(got.contains(&format!("1,{me}")), "{got:?}");
@@ -286,6 +288,7 @@ fn completions_complete_pids_formats_and_subcommand_options() {
         [
             "-h",
             "--help",
+            "top",
             "convert",
             "summary",
             "query",
@@ -332,6 +335,6 @@ fn one_spelling_in_every_subcommand() {
             }
         }
     }
-    // session -d -f, convert -d -f, summary -d -f, query -f
-    assert_eq!(seen, 7);
+    // session -d -f, top -d, convert -d -f, summary -d -f, query -f
+    assert_eq!(seen, 8);
 }

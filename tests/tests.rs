@@ -39,6 +39,7 @@ mod session_convert;
 mod soak;
 mod standalone;
 mod storm;
+mod top;
 mod trust;
 
 // rocpd through the command: flags, exit codes, one-line errors, files it prints

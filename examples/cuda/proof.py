@@ -9,6 +9,10 @@ Phases (each a plain `python3 train.py`, started with no profiler opt-in):
              the same windows with torch.profiler (CUDA activity) for comparison
   cycles   : 100 attach/detach cycles on one process: alive, threads and RSS
   million  : a window with >= 1 M kernel records: detach (write) and convert -f pftrace times
+  top      : `rocprof-attach top --batch` on the 12-layer transformer for 10 s (docs/top.md):
+             every kernel's totals against `summary` of the kept database, the step time while
+             watched and after, top's own CPU, and the batch screen as text
+  topddp   : `top --match ddp.py` on a 2-rank torchrun job: both ranks in one view (2 GPUs)
 """
 import json
 import os
@@ -271,6 +275,109 @@ def phase_ddp():
     p.wait()
 
 
+def top_totals(lines):
+    """The final table of `top --batch --full-names`: kernel name -> (launches, total ns)."""
+    out, on = {}, False
+    for line in lines:
+        if line.startswith("rocprof-attach top - totals since the start"):
+            on = True
+        elif on and line.strip().startswith("ALL_LAUNCHES"):
+            on = "rows"
+        elif on == "rows":
+            f = line.split()
+            if len(f) < 5 or not f[0].isdigit():
+                break
+            name = line.split(None, 4)[4]
+            out[name] = (int(f[0]), int(f[1]))
+    return out
+
+
+def summary_totals(dbs, outdir):
+    shutil.rmtree(outdir, ignore_errors=True)
+    r = subprocess.run([RPA, "summary", "-i", *dbs, "--format", "csv", "-d", outdir],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        say(f"    summary exit {r.returncode}: {r.stderr.strip()[-400:]}")
+        return {}
+    import csv
+    f = next(os.path.join(outdir, n) for n in os.listdir(outdir) if n.endswith("kernel_stats.csv"))
+    return {row[0]: (int(row[1]), int(row[2])) for row in list(csv.reader(open(f)))[1:]}
+
+
+def phase_top(model="transformer", watch_s=10, off_s=10):
+    say(f"\n## `rocprof-attach top --batch` on the {model} for {watch_s} s (docs/top.md)")
+    p = start(model, "/tmp/top.log", seconds=watch_s + off_s + 12)
+    time.sleep(2.0)
+    shutil.rmtree("/tmp/ptop", ignore_errors=True)
+    cmd = [RPA, "top", "-p", str(p.pid), "--batch", "--full-names", "--interval", "1s",
+           "-n", str(watch_s), "-d", "/tmp/ptop"]
+    t0 = time.clock_gettime_ns(BOOT)
+    q = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = q.communicate()
+    t1 = time.clock_gettime_ns(BOOT)
+    lines = out.split("\n")
+    open(os.path.join(OUT, "top_batch.txt"), "w").write(out)
+    say(f"- `{' '.join(['rocprof-attach'] + cmd[1:])}`: exit {q.returncode} in {(t1 - t0) / 1e9:.1f} s")
+    for line in err.strip().split("\n")[-4:]:
+        say(f"  - {line}")
+    cpu = [l for l in lines if "top's own CPU:" in l]
+    say(f"- {cpu[-1].replace('note: ', '') if cpu else 'no CPU line'} (interval 1 s)")
+    per = [l.split("top's own CPU ")[1] for l in lines if "; top's own CPU " in l]
+    say(f"- own CPU per interval: {', '.join(per)}")
+    time.sleep(off_s)
+    p.wait()
+    ins, outs = windows_stats(steps_of("/tmp/top.log"), [(t0 + 500_000_000, t1)])
+    base = facts.get(f"{model}_ours")
+    say(f"- step time while watched: p50 {pct(ins, .5):.3f} ms ({len(ins)} steps); not watched p50 "
+        f"{pct(outs, .5):.3f} ms ({len(outs)} steps): **{(pct(ins, .5) / pct(outs, .5) - 1) * 100:+.1f} %**"
+        + (f"; kernel tracing alone (overhead phase): {(base[0] / base[1] - 1) * 100:+.1f} %" if base else ""))
+    dbs = sorted(os.path.join(d, f) for d, _, fs in os.walk("/tmp/ptop") for f in fs if f.endswith("_results.db"))
+    ours, theirs = top_totals(lines), summary_totals(dbs, "/tmp/ptop_sum")
+    worst, bad = 0.0, []
+    for name, (n, ns) in theirs.items():
+        tn, tns = ours.get(name, (0, 0))
+        rel = max(abs(tn - n) / max(n, 1), abs(tns - ns) / max(ns, 1))
+        worst = max(worst, rel)
+        if rel > 0.01:
+            bad.append(f"{name[:60]}: top {tn}/{tns} ns, summary {n}/{ns} ns")
+    say(f"- per-kernel totals, top's final table vs `summary` of {dbs}: {len(theirs)} kernels in summary, "
+        f"{len(ours)} on top's screen; largest difference **{worst * 100:.3f} %**; over 1 %: {len(bad)}")
+    for b in bad[:5]:
+        say(f"  - {b}")
+    say("- the last interval's table (text capture of the batch screen):")
+    say("```")
+    tables = [i for i, l in enumerate(lines) if l.startswith("rocprof-attach top - interval")]
+    shot = lines[tables[-1]:] if tables else lines[-40:]
+    for l in shot[:40]:
+        say(l[:160])
+    say("```")
+
+
+def phase_top_ddp():
+    say("\n## `rocprof-attach top --match ddp.py` on a 2-rank torchrun job: both ranks in one view")
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0")
+    p = subprocess.Popen(["torchrun", "--nproc-per-node", "2", os.path.join(K, "ddp.py"), "--seconds", "30"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    ready = []
+    for line in p.stdout:
+        if line.startswith("ready"):
+            ready.append(line.split()[1])
+            if len(ready) == 2:
+                break
+    r = subprocess.run([RPA, "top", "--match", "ddp.py", "--batch", "--interval", "1s", "-n", "5"],
+                       capture_output=True, text=True)
+    say(f"- exit {r.returncode}; ranks {', '.join(ready)}")
+    lines = r.stdout.split("\n")
+    tables = [i for i, l in enumerate(lines) if l.startswith("rocprof-attach top - interval")]
+    say("```")
+    for l in (lines[tables[-1]:tables[-1] + 20] if tables else lines[-20:]):
+        say(l[:160])
+    say("```")
+    for line in r.stderr.strip().split("\n")[-4:]:
+        say(f"  - {line}")
+    p.wait()
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     say("# CUDA backend proof")
@@ -293,6 +400,10 @@ def main():
         phase_million()
     if "ddp" in which:
         phase_ddp()
+    if "top" in which:
+        phase_top()
+    if "topddp" in which:
+        phase_top_ddp()
     open(os.path.join(OUT, "cuda_proof.md"), "w").write("\n".join(report) + "\n")
 
 

@@ -136,6 +136,8 @@ pub enum Action {
     Convert(Box<ConvertArgs>),
     /// Run `summary`.
     Summary(Box<SummaryArgs>),
+    /// Run `top`.
+    Top(Box<crate::cli::top::TopConfig>),
     /// Run `query`.
     Query(Box<QueryArgs>),
     /// Run `install-library`.
@@ -280,6 +282,7 @@ where
         let action = match cmd {
             Command::Convert(a) => Action::Convert(Box::new(a)),
             Command::Summary(a) => Action::Summary(Box::new(a)),
+            Command::Top(a) => Action::Top(Box::new(a.config(env, cwd)?)),
             Command::Query(a) => Action::Query(Box::new(a)),
             Command::InstallLibrary(a) => Action::InstallLibrary(a),
             Command::Completions { shell } => Action::Print(completions(shell)),
@@ -360,7 +363,7 @@ fn select_targets(cli: &Cli, base_env: &EnvList) -> Result<Option<TargetSelectio
 }
 
 /// Refuse a `--match` value that is not a regular expression, with the reason.
-fn check_match_regex(re: &str) -> Result<()> {
+pub(crate) fn check_match_regex(re: &str) -> Result<()> {
     let Err(e) = regex::Regex::new(re) else {
         return Ok(());
     };

@@ -11,7 +11,8 @@ use clap::builder::PossibleValuesParser;
 use clap::Subcommand;
 
 /// Every subcommand name, `help` included (a test checks it against [`Command`]).
-pub const SUBCOMMANDS: [&str; 7] = [
+pub const SUBCOMMANDS: [&str; 8] = [
+    "top",
     "convert",
     "summary",
     "query",
@@ -22,7 +23,8 @@ pub const SUBCOMMANDS: [&str; 7] = [
 ];
 
 /// The subcommands `man` prints a page for (all but `help`; a test checks it).
-pub const MAN_PAGES: [&str; 6] = [
+pub const MAN_PAGES: [&str; 7] = [
+    "top",
     "convert",
     "summary",
     "query",
@@ -34,6 +36,10 @@ pub const MAN_PAGES: [&str; 6] = [
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Watch what the GPU of running processes does, live: top kernels, how busy each GPU is,
+    /// copies and the slowest API calls, refreshed every second (see docs/top.md)
+    #[command(after_help = crate::cli::top::TOP_EXAMPLES)]
+    Top(crate::cli::top::TopArgs),
     /// Convert rocpd databases to rocprofv3's CSV and JSON outputs, a Perfetto trace or an OTF2
     /// archive
     #[command(after_help = CONVERT_EXAMPLES)]

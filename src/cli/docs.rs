@@ -108,7 +108,7 @@ fn after_help_sections(text: &str) -> String {
 const PIDS: &str = "__ROCPROF_ATTACH_PIDS__";
 
 /// The completion script for `shell`: every option of every subcommand, the format names after
-/// `-f`, and process ids after `-p`/`--pid`/`--attach` (after the last comma of a list in bash and
+/// `-f`, and process ids after `-p`/`--pid`/`--attach` and `top -p` (after the last comma of a list in bash and
 /// zsh).
 pub fn completions(shell: CompletionShell) -> String {
     use clap::builder::PossibleValuesParser;
@@ -135,7 +135,11 @@ pub fn completions(shell: CompletionShell) -> String {
         CompletionShell::PowerShell => (Shell::PowerShell, None),
     };
     let mut cmd = match pids {
-        Some(_) => command().mut_arg("pid", |a| a.value_parser(PossibleValuesParser::new([PIDS]))),
+        Some(_) => command()
+            .mut_arg("pid", |a| a.value_parser(PossibleValuesParser::new([PIDS])))
+            .mut_subcommand("top", |t| {
+                t.mut_arg("pid", |a| a.value_parser(PossibleValuesParser::new([PIDS])))
+            }),
         None => command(),
     };
     let mut out = Vec::new();

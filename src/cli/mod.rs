@@ -7,6 +7,7 @@
 //! * [`finish`]: `--detach -p PID`, which finishes a session left active;
 //! * [`commands`]: the subcommands; [`rocpd_args`]: the command lines of `convert`, `summary`
 //!   and `query`, which [`rocpd`] runs; [`docs`]: the manual pages and completion scripts;
+//! * [`top`]: `rocprof-attach top`, the live view (docs/top.md);
 //! * [`check`]: `--check` and `--list`;
 //! * [`early`]: what `main` decides from the raw arguments before parsing them;
 //! * [`json`]: the `--json` documents (docs/json.md);
@@ -36,6 +37,7 @@ pub mod rocpd;
 pub mod rocpd_args;
 pub mod session;
 pub mod stdio;
+pub mod top;
 pub mod values;
 
 pub use args::{parse_request, Action, Cli, Command, Invocation};
@@ -110,6 +112,7 @@ where
         }
         Action::Convert(a) => rocpd::run_convert(*a),
         Action::Summary(a) => rocpd::run_summary(*a),
+        Action::Top(cfg) => top::run(*cfg, &ui),
         Action::Query(a) => rocpd::run_query(*a),
         Action::InstallLibrary(a) => crate::cli::install::run(&a),
         Action::Check {

@@ -61,3 +61,10 @@ pub fn root(why: &str) -> bool {
     );
     false
 }
+
+/// True when tmux is on PATH (the terminal `top`'s full-screen view runs in, tests/top.rs); else
+/// [`missing`] names the package.
+#[track_caller]
+pub fn tmux() -> bool {
+    programs(&["tmux"], "tmux")
+}

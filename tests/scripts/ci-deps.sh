@@ -24,12 +24,14 @@
 #   libopen-trace-format2-dev  the OTF2 library the default build finds and links (convert -f otf2)
 #   otf2-tools    otf2-print, which reads our OTF2 archives back in tests/rocpd_otf2.rs
 #   chromium      headless Chromium renders the HTML summary in tests/rocpd_report.rs
+#   tmux          a terminal for `rocprof-attach top`'s full-screen view, read back with
+#                 `tmux capture-pane` (tests/top.rs)
 #
 # No test skips for a missing program or for not being root (CI runs as root): it fails and names
 # the package (tests/prereq). ROCPROF_ATTACH_TEST_ALLOW_SKIP=1 skips instead, outside CI only.
 set -eu
 
-PACKAGES="gcc g++ libc6-dev openmpi-bin libcap2-bin util-linux groff-base iproute2 slurm-wlm munge binutils python3 python3-venv libopen-trace-format2-dev otf2-tools chromium"
+PACKAGES="gcc g++ libc6-dev openmpi-bin libcap2-bin util-linux groff-base iproute2 slurm-wlm munge binutils python3 python3-venv libopen-trace-format2-dev otf2-tools chromium tmux"
 
 missing=""
 for p in $PACKAGES; do

@@ -381,10 +381,12 @@ impl CuptiBackend {
         let before = sink.counts().clone();
         let mut r = sink.add(rows, &api_namer(s.cupti));
         s.uncommitted |= *sink.counts() != before;
-        // What was written is committed: a process killed from here on keeps it.
+        // What was written is committed: a process killed from here on keeps it, and a reader
+        // (`rocprof-attach top`) sees it. A reader holding the file defers it to the next tick.
         if r.is_ok() && s.uncommitted {
-            r = sink.commit(boottime_ns(), &s.extdata);
-            s.uncommitted = r.is_err();
+            r = sink
+                .commit(boottime_ns(), &s.extdata)
+                .map(|done| s.uncommitted = !done);
         }
         if let Err(e) = r {
             s.sink_error = Some(e.to_string());
@@ -470,7 +472,7 @@ pub fn finish_at_exit(how: &str) {
     };
     let held = sink
         .add(activity::take_rows(), &name)
-        .and_then(|()| sink.commit(boottime_ns(), &extdata));
+        .and_then(|()| sink.commit(boottime_ns(), &extdata).map(drop));
     if held.is_err() {
         return;
     }

@@ -212,7 +212,7 @@ impl Header {
             agents.insert(d.ordinal as u32);
         }
         // The header is committed at once: from here on the file is a rocpd database with its
-        // process, whatever happens to the process.
+        // process, whatever happens to the process (no reader can hold a file just created).
         w.commit()?;
         let first_gpu = cuda
             .devices

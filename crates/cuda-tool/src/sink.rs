@@ -149,10 +149,12 @@ impl Sink {
     /// Commits what was written so far, with the process's end set to `now` and its JSON
     /// (`extdata` plus the counts and `"finished": false`): a process that dies after this
     /// leaves a valid database that says how far it got.
-    pub fn commit(&mut self, now: i64, extdata: &serde_json::Value) -> Result<()> {
+    /// `Ok(false)`: a reader held the file, nothing was committed (the next commit takes the
+    /// rows).
+    pub fn commit(&mut self, now: i64, extdata: &serde_json::Value) -> Result<bool> {
         let json = self.process_json(extdata, false);
         self.h.writer.finish_process(now, &json)?;
-        self.h.writer.commit()
+        Ok(self.h.writer.commit()?)
     }
 
     /// `extdata` with the record counts and whether the database was finished.
@@ -193,7 +195,8 @@ impl Sink {
         held.apis.extend(rows.apis);
         held.allocs.extend(rows.allocs);
         held.markers.extend(rows.markers);
-        self.write_ready(self.frontier.saturating_sub(LAG_NS), api_name)
+        self.write_ready(self.frontier.saturating_sub(LAG_NS), api_name)?;
+        Ok(())
     }
 
     /// Writes every held row, sets the process's end time and JSON (with the record counts and

@@ -7,7 +7,8 @@
 //!
 //! A writer that fills its database while a process runs ([`Writer::create_journaled`]) commits
 //! every so often ([`Writer::commit`]) with a rollback journal, so that the file is a valid
-//! database holding every committed row whenever the process stops, even by SIGKILL.
+//! database holding every committed row whenever the process stops, even by SIGKILL, and
+//! readers (`rocprof-attach top`) see the rows while the database is still being written.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -112,13 +113,21 @@ impl Writer {
         Ok(w)
     }
 
-    /// Commits the rows written so far (a process killed after this keeps them) and opens the
-    /// next transaction. Only for a writer made by [`Writer::create_journaled`]: without a
-    /// journal, a commit interrupted by a kill can leave a damaged file.
-    pub fn commit(&mut self) -> Result<()> {
+    /// Commits the rows written so far (a process killed after this keeps them, a reader sees
+    /// them) and opens the next transaction. Only for a writer made by
+    /// [`Writer::create_journaled`]: without a journal, a commit interrupted by a kill can leave
+    /// a damaged file. When a reader holds the file past the busy timeout, nothing is committed
+    /// and `Ok(false)` comes back: the rows go with the next commit.
+    pub fn commit(&mut self) -> Result<bool> {
         self.flush_dispatches()?;
-        self.conn.execute_batch("COMMIT; BEGIN")?;
-        Ok(())
+        match self.conn.execute_batch("COMMIT") {
+            Ok(()) => {
+                self.conn.execute_batch("BEGIN")?;
+                Ok(true)
+            }
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn create_with(path: &Path, guid: &Guid, journal: &str) -> Result<Writer> {
@@ -146,6 +155,9 @@ impl Writer {
             conn.execute_batch("PRAGMA foreign_keys = OFF;")?;
         }
         conn.set_prepared_statement_cache_capacity(64);
+        // A reader of the rows committed so far (`rocprof-attach top`) holds the file for a few
+        // milliseconds; a commit waits at most this long for it, then tries again later.
+        conn.busy_timeout(std::time::Duration::from_millis(250))?;
         conn.execute_batch("BEGIN")?;
         schema::load(&conn, guid.as_str())?;
         let mut w = Writer {

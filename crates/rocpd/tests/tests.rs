@@ -4,6 +4,7 @@
 //! `rocprof-attach` command (`convert`, `summary` and `query` as a user runs them: flags, exit
 //! codes, messages, the OTF2 build) are the root package's (tests/rocpd_*.rs).
 
+mod live;
 mod merge;
 mod scan;
 mod schema;

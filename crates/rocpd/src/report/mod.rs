@@ -2,6 +2,7 @@
 //! file formats of `summary` (whose HTML page adds inline SVG charts, [`html`]).
 
 pub mod html;
+pub mod live;
 pub mod pass;
 pub mod summary;
 

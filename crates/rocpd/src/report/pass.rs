@@ -74,26 +74,39 @@ impl Bins {
     }
 }
 
+/// The duration of a row spanning `[start, end]` (ns; 0 when the end comes first): the one
+/// definition `summary` and `top` ([`super::live`]) use.
+pub(crate) fn duration(start: i64, end: i64) -> u64 {
+    end.saturating_sub(start).max(0) as u64
+}
+
 /// Accumulates durations by a key, named at the end.
-struct ByKey<K>(IdMap<K, Stats>);
+pub(crate) struct ByKey<K>(IdMap<K, Stats>);
 
 impl<K: std::hash::Hash + Eq> ByKey<K> {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         ByKey(IdMap::default())
     }
-    fn add(&mut self, key: K, start: i64, end: i64) {
-        let d = end.saturating_sub(start).max(0) as u64;
-        self.0.entry(key).or_default().add(d);
+    pub(crate) fn add(&mut self, key: K, start: i64, end: i64) {
+        self.0.entry(key).or_default().add(duration(start, end));
     }
     /// Merges every key's stats into `out` under the name `name` gives it.
-    fn name_into<'k>(&'k self, out: &mut HashMap<String, Stats>, name: impl Fn(&'k K) -> &'k str) {
+    pub(crate) fn name_into<'k>(
+        &'k self,
+        out: &mut HashMap<String, Stats>,
+        name: impl Fn(&'k K) -> &'k str,
+    ) {
         for (k, s) in &self.0 {
             merge_named(out, name(k), s);
         }
     }
+    /// Every key and its statistics.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&K, &Stats)> {
+        self.0.iter()
+    }
 }
 
-fn merge_named(out: &mut HashMap<String, Stats>, name: &str, s: &Stats) {
+pub(crate) fn merge_named(out: &mut HashMap<String, Stats>, name: &str, s: &Stats) {
     match out.get_mut(name) {
         Some(t) => t.merge(s),
         None => {
