@@ -103,6 +103,9 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         ui.messages(&report);
         return report;
     }
+    // From here a front end killed at any moment leaves nothing for a person: the agent server
+    // detaches and releases the claims itself (attach::session::will).
+    session::will::leave(&agents, &plan.claims, &attached.attached);
     let end = profiling_window(req, ui, &waiter, &attached, &events);
     phases.done("profiling window");
     let still_running = still_running(&plan, &attached, &end);
@@ -125,6 +128,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
     phases.done("detach");
     // A failed detach leaves the record of an active session, for `--detach` to finish.
     session::settle(&plan.claims, &plan.pids(), &detached);
+    session::will::take_back(&agents);
     let waited = await_output(req, &collector, &detached, &waiter, &events);
     phases.done("wait for asynchronous output");
     let report = collector.collect(req, &plan, &attached, &end, &detached, waited, &events);
@@ -266,11 +270,10 @@ fn abandon_detach(
     }
     if !left.is_empty() {
         msg += &format!(
-            "; process{} {} {} not detached: the profiler stays active and writes its output \
-             under {dir} when the process exits",
+            "; the agent detaches process{} {} once this front end has exited, and the tool writes \
+             its output under {dir}",
             s(left.len()),
             join(&left),
-            if left.len() == 1 { "was" } else { "were" }
         );
     }
     ui.error(msg + "; this session cannot list those files");

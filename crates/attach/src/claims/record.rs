@@ -69,6 +69,10 @@ pub struct Record {
     pub sync_output: Option<bool>,
     /// Why the session was left active (the failed detach's reason).
     pub note: Option<String>,
+    /// The front end died and its agent (this pid) is finishing the session: detach, output,
+    /// claim released ([`crate::session::will`]).
+    #[serde(default)]
+    pub finishing_by: Option<i32>,
 }
 
 /// Seconds since the epoch now.
@@ -160,6 +164,12 @@ impl Record {
             Some(o) => format!("its output goes to {}", printable(o, 300)),
             None => "where its output goes was not recorded".into(),
         }
+    }
+
+    /// Whether the agent of a dead front end is finishing this session right now (the lock is
+    /// then held by that agent).
+    pub fn finishing(&self) -> bool {
+        self.finishing_by.is_some() && self.state.active()
     }
 
     /// What the live holder is doing.

@@ -21,6 +21,7 @@ mod plan;
 mod report;
 mod verify;
 mod wait;
+pub mod will;
 
 pub use attach::{attach, attach_one, AttachOutcome, Attachment};
 pub use collect::Collector;
