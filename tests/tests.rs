@@ -26,6 +26,7 @@ mod cuda_standins;
 mod demo_tool;
 mod diagnostics;
 mod faults;
+mod lock;
 mod messages;
 mod mpi;
 mod multi;
