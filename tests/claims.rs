@@ -242,12 +242,18 @@ fn a_stranded_session_refuses_new_attaches_until_detach_finishes_it() {
     assert_eq!(kinds(&t), ["attach"]);
 
     // --detach finishes it: the detach call runs and the tool writes that session's output.
-    let (code, _, stderr) = rocprof_attach(&["--detach", "-p", &p], &[]).finish();
+    // It lists the session's files as a session does: expanded paths, with their sizes.
+    let (code, stdout, stderr) = rocprof_attach(&["--detach", "-p", &p], &[]).finish();
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("finishing the session left by"), "{stderr}");
+    assert!(stdout.starts_with("rocprof-attach: wrote "), "{stdout}");
+    let listed: Vec<&str> = stdout.lines().skip(1).collect();
     assert!(
-        stderr.contains(&format!("wrote its output under {}", s(out.path()))),
-        "{stderr}"
+        !listed.is_empty()
+            && listed
+                .iter()
+                .all(|l| l.contains(s(out.path())) && !l.contains('%')),
+        "{stdout}"
     );
     assert_eq!(kinds(&t), ["attach", "detach"]);
     let written = std::fs::read_dir(out.path()).unwrap().count();

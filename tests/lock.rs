@@ -116,8 +116,10 @@ fn a_thread_id_is_its_process_for_the_cli_check_and_the_c_abi() {
         "-v says so: {stderr}"
     );
     assert!(
-        stderr.contains(&format!("process {} already has an active profiling session", t.pid))
-            && stderr.contains(&format!("rocprof-attach (pid {holder}"))
+        stderr.contains(&format!(
+            "process {} already has an active profiling session",
+            t.pid
+        )) && stderr.contains(&format!("rocprof-attach (pid {holder}"))
             && stderr.contains("lock file /run/rocprof-attach/claims/"),
         "{stderr}"
     );
@@ -126,15 +128,25 @@ fn a_thread_id_is_its_process_for_the_cli_check_and_the_c_abi() {
     let tid_s = tid.to_string();
     let (_, lines, err) = host(&layout.lib(), &["attach", &tid_s], &[]).finish();
     assert_eq!(status_of(&lines, &format!("attach {tid_s}")), 2, "{err}");
-    assert!(err.contains(&format!("rocprof-attach (pid {holder}")), "{err}");
-    assert_eq!(kinds(&t), ["attach"], "neither B nor the library sent anything");
+    assert!(
+        err.contains(&format!("rocprof-attach (pid {holder}")),
+        "{err}"
+    );
+    assert_eq!(
+        kinds(&t),
+        ["attach"],
+        "neither B nor the library sent anything"
+    );
     a.signal(Signal::SIGINT);
     let (code, _, stderr) = a.finish();
     assert_eq!(code, 0, "{stderr}");
 
     // --check on the thread id reports the process.
-    let (code, stdout, stderr) =
-        rocprof_attach(&["--check", "-p", &tid_s, "--json", "-t", s(&tool_lib())], &[]).finish();
+    let (code, stdout, stderr) = rocprof_attach(
+        &["--check", "-p", &tid_s, "--json", "-t", s(&tool_lib())],
+        &[],
+    )
+    .finish();
     assert_eq!(code, 0, "{stderr}\n{stdout}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let pids: Vec<i64> = doc["processes"]
@@ -170,7 +182,10 @@ fn another_user_can_neither_block_nor_forge_roots_claims() {
     // Nobody cannot open (so cannot lock or rewrite) the claim of a live session...
     let (code, _, stderr) = as_user(65534, &["flock", "-n", "-x", s(&claim), "true"]);
     assert_ne!(code, 0, "nobody locked root's claim: {stderr}");
-    let (code, _, _) = as_user(65534, &["sh", "-c", &format!("echo forged > {}", s(&claim))]);
+    let (code, _, _) = as_user(
+        65534,
+        &["sh", "-c", &format!("echo forged > {}", s(&claim))],
+    );
     assert_ne!(code, 0, "nobody rewrote root's claim");
     a.signal(Signal::SIGINT);
     let (code, _, stderr) = a.finish();
@@ -187,9 +202,18 @@ fn another_user_can_neither_block_nor_forge_roots_claims() {
     let mut squatter = old.as_ref().ok().map(|old| {
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .args(["flock", "-x", s(old), "sleep", "60"]);
+            .args(["flock", "--no-fork", "-x", s(old), "sleep", "60"]);
         c.spawn().unwrap()
     });
+    // Bounded: until the squatter holds its lock.
+    if let Ok(old) = &old {
+        common::wait_until(std::time::Duration::from_secs(10), || {
+            Command::new("flock")
+                .args(["-n", "-x", s(old), "true"])
+                .status()
+                .is_ok_and(|st| !st.success())
+        });
+    }
     let (code, _, stderr) = short(t.pid, out.path(), &[]);
     assert_eq!(code, 0, "root's attach is not blocked: {stderr}");
     if let Some(c) = squatter.as_mut() {
@@ -235,7 +259,15 @@ fn root_and_the_targets_owner_share_its_lock_and_nobody_else_can_squat_it() {
     let pid = t.pid.to_string();
     let (code, _, stderr) = as_user(
         uid,
-        &[s(&bin), "-p", &pid, "-d", "/tmp", "--attach-duration-msec", "50ms"],
+        &[
+            s(&bin),
+            "-p",
+            &pid,
+            "-d",
+            "/tmp",
+            "--attach-duration-msec",
+            "50ms",
+        ],
     );
     assert_eq!(code, 4, "{stderr}");
     assert!(

@@ -24,6 +24,7 @@ mod claims;
 mod cuda;
 mod cuda_standins;
 mod demo_tool;
+mod detach_after_kill;
 mod diagnostics;
 mod faults;
 mod lock;

@@ -204,7 +204,10 @@ fn explicit_pids(pids: &[i32]) -> Result<Vec<i32>> {
 pub fn process_of(id: i32) -> i32 {
     match procfs::status(id) {
         Ok(st) if st.tgid > 0 && st.tgid != id => {
-            tracing::info!("thread {id} belongs to process {}: using the process", st.tgid);
+            tracing::info!(
+                "thread {id} belongs to process {}: using the process",
+                st.tgid
+            );
             st.tgid
         }
         _ => id,

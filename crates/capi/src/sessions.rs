@@ -230,7 +230,9 @@ pub fn attach(pid: i32, tree: bool, log: &Log) -> Status {
 fn process_of(id: i32, log: &Log) -> i32 {
     let pid = targets::process_of(id);
     if pid != id {
-        log.info(&format!("thread {id} belongs to process {pid}: using the process"));
+        log.info(&format!(
+            "thread {id} belongs to process {pid}: using the process"
+        ));
     }
     pid
 }
@@ -251,6 +253,10 @@ fn holder(pid: i32) -> Holder {
             req.output_file
         )),
         sync_output: Some(req.sync_output),
+        output_parts: Some((
+            req.output_dir.display().to_string(),
+            req.output_file.clone(),
+        )),
     }
 }
 

@@ -164,8 +164,10 @@ fn untrusted(path: &Path, meta: &std::fs::Metadata, uid: u32) -> Result<()> {
         super::now(),
         std::process::id()
     ));
-    std::fs::rename(path, &aside)
-        .map_err(|e| Error::io(format!("{found}; moving it aside"), e))?;
-    tracing::warn!("{found}; moved it to {} and made a new one", aside.display());
+    std::fs::rename(path, &aside).map_err(|e| Error::io(format!("{found}; moving it aside"), e))?;
+    tracing::warn!(
+        "{found}; moved it to {} and made a new one",
+        aside.display()
+    );
     Ok(())
 }

@@ -75,6 +75,8 @@ pub struct Holder {
     pub output: Option<String>,
     /// Whether the tool writes its output before the detach call returns.
     pub sync_output: Option<bool>,
+    /// The output directory and the file name template, apart (recorded for `--detach`).
+    pub output_parts: Option<(String, String)>,
 }
 
 /// A claim on one target, locked by this process. Dropping it removes the file when nothing is
@@ -98,8 +100,7 @@ impl Claim {
         sweep(&dir, pid);
         let name = format!("{}-{pid}-{target_start}.claim", pid_namespace(pid));
         let (file, found) = lock(&dir, &name, pid)?;
-        let found =
-            found.filter(|(r, _)| r.target_pid == pid && r.target_start == target_start);
+        let found = found.filter(|(r, _)| r.target_pid == pid && r.target_start == target_start);
         let owner = found.as_ref().map_or(0, |(_, o)| *o);
         let found = found.map(|(r, _)| r);
         check_purpose(pid, purpose, found.as_ref(), owner, &dir.path.join(&name))?;
@@ -427,7 +428,11 @@ fn lock(dir: &dir::Dir, name: &str, pid: i32) -> Result<(File, Option<(Record, u
         let file = match openat(&dir.fd, name, base | libc::O_RDWR) {
             Ok(f) => f,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                match openat(&dir.fd, name, base | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL) {
+                match openat(
+                    &dir.fd,
+                    name,
+                    base | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
+                ) {
                     Ok(f) => {
                         // Readable by the target's owner (a claim of root's in their directory);
                         // the umask may have taken bits away.
@@ -465,8 +470,7 @@ fn lock(dir: &dir::Dir, name: &str, pid: i32) -> Result<(File, Option<(Record, u
             let found = read_record(&file);
             let finishing = |r: &Record| {
                 r.finishing()
-                    || (r.state.active()
-                        && start_time(r.holder_pid).ok() != Some(r.holder_start))
+                    || (r.state.active() && start_time(r.holder_pid).ok() != Some(r.holder_start))
             };
             if found.as_ref().is_some_and(finishing) && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(10));
@@ -478,7 +482,9 @@ fn lock(dir: &dir::Dir, name: &str, pid: i32) -> Result<(File, Option<(Record, u
             // Removed (or replaced) by its holder before we locked it: start again.
             continue;
         }
-        let found = read_record(&file).map(|r| (r, meta.uid())).or(inherited.take());
+        let found = read_record(&file)
+            .map(|r| (r, meta.uid()))
+            .or(inherited.take());
         if meta.uid() != euid {
             if euid == 0 {
                 // SAFETY: a valid descriptor; root takes over the file (it is locked).
@@ -604,6 +610,12 @@ fn new_record(
             .and_then(|p| p.output.clone())
             .or_else(|| holder.output.clone()),
         sync_output: previous.and_then(|p| p.sync_output).or(holder.sync_output),
+        output_dir: previous
+            .and_then(|p| p.output_dir.clone())
+            .or_else(|| holder.output_parts.as_ref().map(|p| p.0.clone())),
+        output_file: previous
+            .and_then(|p| p.output_file.clone())
+            .or_else(|| holder.output_parts.as_ref().map(|p| p.1.clone())),
         note: None,
         finishing_by: None,
     }

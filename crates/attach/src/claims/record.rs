@@ -67,6 +67,13 @@ pub struct Record {
     /// Whether the tool writes its output before the detach call returns.
     #[serde(default)]
     pub sync_output: Option<bool>,
+    /// The output directory template alone (`-d`), and the file name template alone, so that
+    /// `--detach` can find the files (records of older versions have only `output`).
+    #[serde(default)]
+    pub output_dir: Option<String>,
+    /// The output file name template (`-o`).
+    #[serde(default)]
+    pub output_file: Option<String>,
     /// Why the session was left active (the failed detach's reason).
     pub note: Option<String>,
     /// The front end died and its agent (this pid) is finishing the session: detach, output,

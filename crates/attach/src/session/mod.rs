@@ -35,6 +35,7 @@ pub use plan::{claim_descendants, plan, plan_roots, select, Failure, Plan, Plann
 pub use report::{
     nothing_attached, FileReport, Message, ProcessReport, ProcessStatus, SessionReport, Severity,
 };
+pub use verify::problem;
 pub use wait::{WaitEnd, WaitOptions, Waiter};
 
 use crate::envbuf::EnvList;

@@ -119,6 +119,10 @@ pub fn plan(req: &AttachRequest, events: Events) -> Result<Plan> {
             req.output_file
         )),
         sync_output: Some(req.sync_output),
+        output_parts: Some((
+            req.output_dir.display().to_string(),
+            req.output_file.clone(),
+        )),
     };
     let claims = Claims::default();
     let mut refused = Vec::new();

@@ -44,7 +44,9 @@ pub fn leave(agents: &Agents, claims: &Claims, attached: &[Attachment]) -> bool 
                 on_success: c.encoded_as(State::Claimed, None),
                 on_failure: c.encoded_as(
                     State::Stranded,
-                    Some("its front end died and the detach its agent made for it did not complete"),
+                    Some(
+                        "its front end died and the detach its agent made for it did not complete",
+                    ),
                 ),
             };
             Some((f, records))
