@@ -4,8 +4,8 @@
 #   examples/cuda_kit.sh prepare KIT     # here: release rocprof-attach, the CUDA tool library,
 #                                        # the training loop and the proof driver
 #   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
-#                                        # cycles million ddp (default: all but transformer, ddp;
-#                                        # ddp needs 2 GPUs)
+#                                        # cycles million ddp soak (default: all but transformer,
+#                                        # ddp, soak; ddp needs 2 GPUs; soak runs SOAK_MINUTES=10)
 #
 # Results go to $OUT (default /tmp/out)/cuda_proof.md.
 set -u
