@@ -103,8 +103,6 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         ui.messages(&report);
         return report;
     }
-    // From here a front end killed at any moment leaves nothing for a person: the agent server
-    // detaches and releases the claims itself (attach::session::will).
     session::will::leave(&agents, &plan.claims, &attached.attached);
     let end = profiling_window(req, ui, &waiter, &attached, &events);
     phases.done("profiling window");
@@ -126,9 +124,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         &|signal| abandon_detach(ui, signal, &still_running, &ctl.handed(), req),
     );
     phases.done("detach");
-    // A failed detach leaves the record of an active session, for `--detach` to finish.
-    session::settle(&plan.claims, &plan.pids(), &detached);
-    session::will::take_back(&agents);
+    settle(&plan, &detached, &agents);
     let waited = await_output(req, &collector, &detached, &waiter, &events);
     phases.done("wait for asynchronous output");
     let report = collector.collect(req, &plan, &attached, &end, &detached, waited, &events);
@@ -150,6 +146,15 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         ptrace::children_cpu_us() as f64 / 1e3
     );
     report
+}
+
+/// Record how each detach ended in its claim (a failed one leaves the record of an active
+/// session, for `--detach` to finish), then take back the will handed to the agent server once
+/// attached (attach::session::will): from attach to here, a front end killed at any moment
+/// leaves nothing for a person, since the server detaches and releases the claims itself.
+fn settle(plan: &session::Plan, detached: &DetachOutcome, agents: &Agents) {
+    session::settle(&plan.claims, &plan.pids(), detached);
+    session::will::take_back(agents);
 }
 
 /// The plan failed: say why (and how to get permission), and report the refusal.
