@@ -275,8 +275,9 @@ fn abandon_detach(
     }
     if !left.is_empty() {
         msg += &format!(
-            "; the agent detaches process{} {} once this front end has exited, and the tool writes \
-             its output under {dir}",
+            "; the agent tries the detach of process{} {} once this front end has exited, and the \
+             tool then writes its output under {dir} (one still stopped stays recorded as active: \
+             `rocprof-attach --detach -p PID` finishes it later)",
             s(left.len()),
             join(&left),
         );

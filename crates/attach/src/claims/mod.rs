@@ -468,9 +468,14 @@ fn lock(dir: &dir::Dir, name: &str, pid: i32) -> Result<(File, Option<(Record, u
         }
         if !try_flock(&file) {
             let found = read_record(&file);
+            // The agent of a dead front end is finishing it (or is about to say so: the holder,
+            // checkable from our PID namespace, is gone while its lock is still held).
+            let own_ns = pid_namespace(std::process::id() as i32);
             let finishing = |r: &Record| {
                 r.finishing()
-                    || (r.state.active() && start_time(r.holder_pid).ok() != Some(r.holder_start))
+                    || (r.state.active()
+                        && r.holder_ns == Some(own_ns)
+                        && start_time(r.holder_pid).ok() != Some(r.holder_start))
             };
             if found.as_ref().is_some_and(finishing) && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(10));
@@ -597,6 +602,7 @@ fn new_record(
         front_end: holder.front_end.clone(),
         holder_pid: std::process::id() as i32,
         holder_start: start_time(std::process::id() as i32).unwrap_or(0),
+        holder_ns: Some(pid_namespace(std::process::id() as i32)),
         uid: nix::unistd::getuid().as_raw(),
         command: own_command(),
         since: now,

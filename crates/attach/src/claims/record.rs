@@ -52,6 +52,9 @@ pub struct Record {
     pub holder_pid: i32,
     /// Start time of the holder (same clock as `target_start`).
     pub holder_start: u64,
+    /// The inode of the holder's PID namespace (whether `holder_pid` can be checked from here).
+    #[serde(default)]
+    pub holder_ns: Option<u64>,
     /// Real user id of the holder.
     pub uid: u32,
     /// The holder's command line (shortened).
