@@ -57,7 +57,8 @@ pub struct Cli {
     #[arg(long, help_heading = H_ATTACH)]
     pub check: bool,
     /// Finish a session left active in the processes given with -p (after exit code 11, or when
-    /// rocprof-attach was killed during its window): detach them, e.g. `rocprof-attach --detach -p 1234`
+    /// rocprof-attach was killed with its agent): detach them and list their files, e.g.
+    /// `rocprof-attach --detach -p 1234`
     #[arg(long, help_heading = H_ATTACH, conflicts_with_all = ["check", "list"])]
     pub detach: bool,
     /// Print one JSON report on stdout at the end (session, --list, --check); see docs/json.md
