@@ -184,7 +184,7 @@ impl Claim {
     }
 }
 
-/// A record as written into a claim file: JSON padded with spaces to [`RECORD_SIZE`], so a
+/// A record as written into a claim file: JSON padded with spaces to 4 KiB, so a
 /// rewrite is one write of the same length.
 pub fn encode_record(r: &Record) -> Vec<u8> {
     let mut text = serde_json::to_vec(r).unwrap_or_default();
