@@ -213,3 +213,34 @@ fn with_its_agent_killed_too_detach_finishes_the_session_and_lists_its_files() {
     let (code, _, stderr) = short(&t, other.path());
     assert_eq!(code, 0, "{stderr}");
 }
+
+#[test]
+fn detach_checks_the_files_it_lists_as_a_session_does() {
+    let t = Target::spawn(TargetOpts::default());
+    let out = tempfile::tempdir().unwrap();
+    let p = t.pid.to_string();
+    let run = window(&t, out.path(), &[]);
+    let agent = children_of(run.child.id());
+    kill(Pid::from_raw(agent[0]), Signal::SIGKILL).unwrap();
+    kill_front_end(run);
+    wait_until(Duration::from_secs(10), || !pid_alive(agent[0]));
+    // A file the session's template names, left empty (a full disk, a killed writer).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host = host.trim();
+    let dir = out.path().join(host);
+    std::fs::create_dir_all(&dir).unwrap();
+    let empty = dir.join(format!("{p}_empty.csv"));
+    std::fs::write(&empty, "").unwrap();
+    let (code, stdout, stderr) = rocprof_attach(&["--detach", "-p", &p], &[]).finish();
+    assert_eq!(code, 9, "{stderr}\n{stdout}");
+    assert!(
+        stdout.contains(&format!("{}  (INCOMPLETE: empty (0 bytes))", s(&empty))),
+        "{stdout}"
+    );
+    assert!(stderr.contains("INCOMPLETE"), "{stderr}");
+    assert_eq!(
+        kinds(&t),
+        ["attach", "detach"],
+        "the session was finished all the same"
+    );
+}

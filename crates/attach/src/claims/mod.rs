@@ -96,7 +96,8 @@ impl Claim {
     /// Claim target `pid` for `purpose`.
     pub fn acquire(pid: i32, holder: &Holder, purpose: Purpose) -> Result<Claim> {
         let target_start = start_time(pid)?;
-        let dir = dir::open(target_uid(pid)?)?;
+        let owner_uid = target_uid(pid)?;
+        let dir = dir::open(owner_uid).map_err(|e| closed(pid, owner_uid, e))?;
         sweep(&dir, pid);
         let name = format!("{}-{pid}-{target_start}.claim", pid_namespace(pid));
         let (file, found) = lock(&dir, &name, pid)?;
@@ -254,6 +255,36 @@ impl Claims {
     pub fn holds(&self, pid: i32) -> bool {
         self.lock().contains_key(&pid)
     }
+}
+
+/// A claims directory we may not use because it is another user's: [`Error::ClaimsClosed`]
+/// (whoever may not use it may not ptrace that user's processes either, short of
+/// `CAP_SYS_PTRACE`); any other error as it is.
+fn closed(pid: i32, owner: u32, e: Error) -> Error {
+    let euid = nix::unistd::geteuid().as_raw();
+    match e {
+        Error::Io { source, context }
+            if source.kind() == std::io::ErrorKind::PermissionDenied && euid != owner && euid != 0 =>
+        {
+            Error::ClaimsClosed {
+                pid,
+                message: format!(
+                    "process {pid} belongs to uid {owner}, and rocprof-attach runs as uid {euid}: the lock that \
+                     keeps one session per process lives in {}, which only uid {owner} and root may use \
+                     ({context}). Fix: run rocprof-attach as uid {owner} or as root",
+                    dir::dir_for_uid(owner).display()
+                ),
+            }
+        }
+        e => e,
+    }
+}
+
+/// Whether `e` says the target's owner's claims directory is closed to us while ptrace of the
+/// target is refused anyway: the preflight then reports the permission problem in its own words
+/// (and touches nothing), so a front end goes on to it without a claim.
+pub fn closed_and_untraceable(e: &Error) -> bool {
+    matches!(e, Error::ClaimsClosed { pid, .. } if crate::preflight::ptrace_refusal(*pid).is_some())
 }
 
 /// The refusal for a target whose session was left active.
