@@ -1,6 +1,7 @@
-//! A front end killed at any moment leaves no work for a person (issue 29, item 2): the agent
-//! server it forked finishes the session itself (its will: detach, output written, claim
-//! released), so a plain attach right afterwards works; only when the agent is killed too is
+//! A front end killed at any moment leaves no work for a person (issue 29, item 2): during its
+//! attach call, its window or its detach call, the agent server it forked finishes the session
+//! itself (its will: detach, output written, claim released), so a plain attach right afterwards
+//! works; only when the agent is killed too is
 //! `rocprof-attach --detach -p PID` needed, and it then expands the session's output template,
 //! lists and checks the files, takes `-d`, and supports `--json`.
 
@@ -112,6 +113,37 @@ fn a_front_end_killed_in_its_window_is_finished_by_its_agent() {
     // Nothing keeps running once the session is finished.
     wait_until(Duration::from_secs(20), || !pid_alive(agent[0]));
     assert_eq!(tracer_pid(t.pid, t.listener()), 0);
+    t.assert_heartbeat();
+}
+
+#[test]
+fn a_front_end_killed_during_its_attach_call_is_finished_by_its_agent() {
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_ATTACH_SLEEP_MS".into(), "1500".into())],
+        ..Default::default()
+    });
+    let first = tempfile::tempdir().unwrap();
+    let second = tempfile::tempdir().unwrap();
+    let pid = t.pid.to_string();
+    let tool = tool_lib();
+    let args = ["-p", &pid, "-d", s(first.path()), "-t", s(&tool)];
+    let run = rocprof_attach(&args, &[]);
+    // The attach call is running once an agent traces the listener.
+    let listener = t.listener();
+    wait_until(Duration::from_secs(20), || tracer_pid(t.pid, listener) != 0);
+    let agent = children_of(run.child.id());
+    kill_front_end(run);
+    // The attach runs to its end, then the agent detaches: a plain attach right away works.
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(kinds(&t), ["attach", "detach", "attach", "detach"]);
+    assert!(
+        files_in(first.path()) > 0,
+        "the killed session's output was written"
+    );
+    wait_until(Duration::from_secs(20), || {
+        agent.iter().all(|&a| !pid_alive(a))
+    });
     t.assert_heartbeat();
 }
 

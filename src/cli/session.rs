@@ -91,6 +91,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
     phases.done("plan (select, preflight)");
     let collector = session::Collector::before(&plan, req);
     phases.done("snapshot of the output directory");
+    session::will::leave(&agents, &plan);
     let attached = session::attach(&plan, &req.env, req.parallelism, &agents, &events, &|| {
         waiter.interrupted()
     });
@@ -103,7 +104,6 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         ui.messages(&report);
         return report;
     }
-    session::will::leave(&agents, &plan.claims, &attached.attached);
     let end = profiling_window(req, ui, &waiter, &attached, &events);
     phases.done("profiling window");
     let still_running = still_running(&plan, &attached, &end);
@@ -149,8 +149,8 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
 }
 
 /// Record how each detach ended in its claim (a failed one leaves the record of an active
-/// session, for `--detach` to finish), then take back the will handed to the agent server once
-/// attached (attach::session::will): from attach to here, a front end killed at any moment
+/// session, for `--detach` to finish), then take back the will handed to the agent server before
+/// the attach (attach::session::will): from the attach to here, a front end killed at any moment
 /// leaves nothing for a person, since the server detaches and releases the claims itself.
 fn settle(plan: &session::Plan, detached: &DetachOutcome, agents: &Agents) {
     session::settle(&plan.claims, &plan.pids(), detached);

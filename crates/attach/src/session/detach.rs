@@ -434,7 +434,7 @@ fn cuda_detached(a: &Attachment, ctl: &DetachControl, events: Events) -> Result<
 }
 
 /// The detach target as the attach found it.
-pub(super) fn known_target(a: &Attachment) -> agent::Target {
+fn known_target(a: &Attachment) -> agent::Target {
     tracing::debug!(
         "process {}: detach call {:#x} from site {:#x} on thread {} (as found before the attach)",
         a.pid,

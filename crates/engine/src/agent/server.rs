@@ -444,12 +444,15 @@ impl HeldWill {
     fn execute(self, queue: &Queue) {
         let ran = std::mem::take(&mut queue.state.lock().unwrap_or_else(|e| e.into_inner()).ran);
         for (item, file) in self.will.items.iter().zip(&self.files) {
+            let did = |kind: &str| {
+                ran.iter()
+                    .any(|((pid, k), done)| *pid == item.target.pid && *k == kind && *done)
+            };
             let done = match &item.job {
                 None => true,
-                Some(job) => {
-                    ran.get(&(item.target.pid, job.name())) == Some(&true)
-                        || run_one(&item.target, job, self.will.timeouts, Reply::Nowhere)
-                }
+                Some(_) if item.only_after.as_deref().is_some_and(|k| !did(k)) => true,
+                Some(job) if did(job.name()) => true,
+                Some(job) => run_one(&item.target, job, self.will.timeouts, Reply::Nowhere),
             };
             if let (Some(f), Some(file)) = (&item.file, file) {
                 will::rewrite(file, if done { &f.on_success } else { &f.on_failure });

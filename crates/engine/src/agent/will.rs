@@ -9,7 +9,8 @@
 //! 1. writes each file's `on_death` bytes (so whoever looks sees that the agent is finishing),
 //! 2. lets every job in flight finish (a detach the front end had sent runs to its end),
 //! 3. runs each of the will's jobs that did not already run to its end through this server
-//!    (same target process, same kind of job), one after the other, with the will's timeouts,
+//!    (same target process, same kind of job), one after the other, with the will's timeouts;
+//!    a job with a condition ([`WillItem::only_after`]) runs only once what it undoes ran,
 //! 4. writes each file's `on_success` bytes when its job ran to its end (or its target is gone,
 //!    or it has no job), `on_failure` otherwise, truncating the file to their length,
 //! 5. closes the files and exits.
@@ -33,6 +34,11 @@ pub struct WillItem {
     pub job: Option<Job>,
     /// Whether a file travels with this item (its descriptor, in item order).
     pub file: Option<WillFile>,
+    /// Run the job only if a job of this kind (its [`Job::name`], e.g. `"attach"`) ran to its
+    /// end on the same target process through this server; otherwise nothing needs undoing and
+    /// the item counts as done. None: always.
+    #[serde(default)]
+    pub only_after: Option<String>,
 }
 
 /// What to write into one file, at offset 0 (the file is then cut to that length).
