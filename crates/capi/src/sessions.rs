@@ -265,8 +265,7 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
     let holder = holder(pid);
     let claim = match Claim::acquire(pid, &holder, Purpose::Attach) {
         Ok(c) => Some(c),
-        // The precheck says so, in its own words (a process gone, or one of another user's
-        // that we may not trace).
+        // The precheck says so, in its own words (gone, or another user's we may not trace).
         Err(Error::ProcessGone { .. }) => None,
         Err(e) if rocprof_attach_core::claims::closed_and_untraceable(&e) => None,
         Err(e) => {
