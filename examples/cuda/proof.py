@@ -286,9 +286,16 @@ def soak_session(pid, c, kill, opts, outdir):
         if p.returncode == 4 and "--detach" in err:
             return "left for a person", None
         return ("complete" if p.returncode == 0 else f"exit {p.returncode}: {err.strip()[-300:]}"), None
+    seen = []
     for line in p.stderr:
+        seen.append(line)
         if "profiling for" in line:
             break
+    else:
+        p.wait()
+        if p.returncode == 4 and any("--detach" in l for l in seen):
+            return "left for a person", None
+        return f"exit {p.returncode} before its window: {''.join(seen).strip()[-300:]}", None
     time.sleep(random.uniform(0.0, 0.9))
     os.kill(p.pid, signal.SIGKILL)
     at = time.clock_gettime_ns(BOOT)
@@ -336,7 +343,7 @@ def phase_soak(model="transformer"):
     tail = [(b - a) / 1e6 for _, a, b, _ in steps if a >= time.clock_gettime_ns(BOOT) - 3.5e9]
     finished = [k for k, _ in kills if os.path.exists(f"/tmp/ps/s{k}_results.db")
                 and os.path.getsize(f"/tmp/ps/s{k}_results.db") > 0]
-    agents = subprocess.run(["pgrep", "-f", "rocprof-attach"], capture_output=True, text=True).stdout.split()
+    agents = subprocess.run(["pgrep", "-x", "rocprof-attach"], capture_output=True, text=True).stdout.split()
     say(f"- SOAK_SEED={seed}; {c} sessions in {minutes:.0f} min; target alive: **{alive}** (deaths: {0 if alive else 1})")
     say(f"- outcomes: " + ", ".join(f"{k} {len(v)}" for k, v in sorted(outcomes.items())))
     say(f"- killed sessions whose database the agent wrote: **{len(finished)} of {len(kills)}**; "
