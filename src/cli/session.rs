@@ -97,12 +97,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
     });
     phases.done("attach");
     if attached.attached.is_empty() {
-        let report = session::nothing_attached(&plan, &attached);
-        if report.processes.len() > 1 && !json {
-            render::print_table(&report);
-        }
-        ui.messages(&report);
-        return report;
+        return nothing_attached(&plan, &attached, &agents, ui, json);
     }
     let end = profiling_window(req, ui, &waiter, &attached, &events);
     phases.done("profiling window");
@@ -155,6 +150,23 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
 fn settle(plan: &session::Plan, detached: &DetachOutcome, agents: &Agents) {
     session::settle(&plan.claims, &plan.pids(), detached);
     session::will::take_back(agents);
+}
+
+/// No process was attached: nothing for the agent server to finish; the report.
+fn nothing_attached(
+    plan: &session::Plan,
+    attached: &session::AttachOutcome,
+    agents: &Agents,
+    ui: &Ui,
+    json: bool,
+) -> SessionReport {
+    session::will::take_back(agents);
+    let report = session::nothing_attached(plan, attached);
+    if report.processes.len() > 1 && !json {
+        render::print_table(&report);
+    }
+    ui.messages(&report);
+    report
 }
 
 /// The plan failed: say why (and how to get permission), and report the refusal.

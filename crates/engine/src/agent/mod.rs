@@ -556,8 +556,8 @@ impl Reply {
 
 /// Run one job on the calling thread and send its result through `reply` (the body of an agent,
 /// whether a server thread or a forked child). The caller has blocked terminal signals.
-/// Returns whether the job ran to its end ([`completed`]).
-fn agent_job(target: &Target, job: &Job, timeouts: CallTimeouts, mut reply: Reply) -> bool {
+/// Returns how it ended ([`JobEnd`]).
+fn agent_job(target: &Target, job: &Job, timeouts: CallTimeouts, mut reply: Reply) -> JobEnd {
     // Stops and resumes are cheapest when tracer and tracee share a CPU: this thread moves to
     // the listener's CPU for this job (unless another job's thread already runs there).
     let _pin = crate::ptrace::pin_near(target.pid, target.tid);
@@ -566,11 +566,24 @@ fn agent_job(target: &Target, job: &Job, timeouts: CallTimeouts, mut reply: Repl
         send(&mut reply, o.clone(), Some(e));
         reported = true;
     });
-    let done = completed(&outcome, &result);
+    let end = JobEnd {
+        done: completed(&outcome, &result),
+        status: outcome.status,
+    };
     if !reported {
         send(&mut reply, outcome, result.as_ref().err());
     }
-    done
+    end
+}
+
+/// How a job ended, as a will needs it ([`will`]): whether it needs nothing more, and what the
+/// injected function returned (None when the call did not complete).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct JobEnd {
+    /// The call ran to its end, or the target is gone ([`completed`]).
+    pub done: bool,
+    /// What the injected function returned.
+    pub status: Option<i32>,
 }
 
 /// Whether a job needs nothing more: its call ran to its end (whatever the function returned),

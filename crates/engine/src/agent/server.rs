@@ -22,8 +22,8 @@
 
 use super::will::{self, Will};
 use super::{
-    agent_job, outcome_of, parse_tagged, read_result, CallTimeouts, Job, Outcome, Reply, Target,
-    WireResult,
+    agent_job, outcome_of, parse_tagged, read_result, CallTimeouts, Job, JobEnd, Outcome, Reply,
+    Target, WireResult,
 };
 use crate::error::{Error, Result};
 use nix::sys::socket::{
@@ -337,9 +337,9 @@ struct QueueState {
     idle: usize,
     /// The front end closed the socket: workers exit once the queue is empty.
     closed: bool,
-    /// Whether each job that ran ran to its end, by target process and kind of job (the last
-    /// one of each counts): a will does not run again what already ran.
-    ran: HashMap<(i32, &'static str), bool>,
+    /// How each job that ran ended, by target process and kind of job (the last one of each
+    /// counts): a will does not run again what already ran.
+    ran: HashMap<(i32, &'static str), JobEnd>,
 }
 
 impl Queue {
@@ -393,20 +393,20 @@ fn work(queue: &Queue) {
 
 fn run_job((req, reply): (Request, Reply), queue: &Queue) {
     let key = (req.target.pid, req.job.name());
-    let done = run_one(&req.target, &req.job, req.timeouts, reply);
+    let end = run_one(&req.target, &req.job, req.timeouts, reply);
     queue
         .state
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .ran
-        .insert(key, done);
+        .insert(key, end);
 }
 
-/// Run one job; whether it ran to its end. A panic unwinds through the job's tracee and
-/// injection, which restore and release the thread; the front end reports the missing result.
-fn run_one(target: &Target, job: &Job, timeouts: CallTimeouts, reply: Reply) -> bool {
+/// Run one job; how it ended. A panic unwinds through the job's tracee and injection, which
+/// restore and release the thread; the front end reports the missing result.
+fn run_one(target: &Target, job: &Job, timeouts: CallTimeouts, reply: Reply) -> JobEnd {
     let job = std::panic::AssertUnwindSafe(|| agent_job(target, job, timeouts, reply));
-    std::panic::catch_unwind(job).unwrap_or(false)
+    std::panic::catch_unwind(job).unwrap_or_default()
 }
 
 /// A will received, with the files of its items (None for an item without a file).
@@ -444,15 +444,25 @@ impl HeldWill {
     fn execute(self, queue: &Queue) {
         let ran = std::mem::take(&mut queue.state.lock().unwrap_or_else(|e| e.into_inner()).ran);
         for (item, file) in self.will.items.iter().zip(&self.files) {
-            let did = |kind: &str| {
+            let ended = |kind: &str| {
                 ran.iter()
-                    .any(|((pid, k), done)| *pid == item.target.pid && *k == kind && *done)
+                    .find(|((pid, k), _)| *pid == item.target.pid && *k == kind)
+                    .map(|(_, end)| *end)
+                    .unwrap_or_default()
             };
             let done = match &item.job {
                 None => true,
-                Some(_) if item.only_after.as_deref().is_some_and(|k| !did(k)) => true,
-                Some(job) if did(job.name()) => true,
-                Some(job) => run_one(&item.target, job, self.will.timeouts, Reply::Nowhere),
+                // What it undoes did not happen (or failed): nothing to undo.
+                Some(_)
+                    if item
+                        .only_after
+                        .as_deref()
+                        .is_some_and(|k| ended(k).status != Some(0)) =>
+                {
+                    true
+                }
+                Some(job) if ended(job.name()).done => true,
+                Some(job) => run_one(&item.target, job, self.will.timeouts, Reply::Nowhere).done,
             };
             if let (Some(f), Some(file)) = (&item.file, file) {
                 will::rewrite(file, if done { &f.on_success } else { &f.on_failure });

@@ -35,8 +35,8 @@ pub struct WillItem {
     /// Whether a file travels with this item (its descriptor, in item order).
     pub file: Option<WillFile>,
     /// Run the job only if a job of this kind (its [`Job::name`], e.g. `"attach"`) ran to its
-    /// end on the same target process through this server; otherwise nothing needs undoing and
-    /// the item counts as done. None: always.
+    /// end on the same target process through this server and its function returned 0;
+    /// otherwise nothing needs undoing and the item counts as done. None: always.
     #[serde(default)]
     pub only_after: Option<String>,
 }
