@@ -4,7 +4,7 @@
 //!
 //! Once the targets are planned and claimed, before anything is sent to them, the front end
 //! hands the server, per planned process, its detach call, to be made only if that process's
-//! attach call ran (none for a CUDA process, whose tool detaches itself when its connection
+//! attach call ran and returned 0 (none for a CUDA process, whose tool detaches itself when its connection
 //! closes), and its claim file, with three records to write into it: "finishing" when the front
 //! end is found dead (the record names the agent and says a session may be active; an attach
 //! that finds it waits for the agent, bounded, instead of being refused), "claimed" (nothing
