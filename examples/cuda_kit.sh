@@ -4,14 +4,15 @@
 #   examples/cuda_kit.sh prepare KIT     # here: release rocprof-attach, the CUDA tool library,
 #                                        # the training loop and the proof driver
 #   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
-#                                        # cycles million ddp top topddp (default: all but
-#                                        # transformer, ddp, top, topddp; ddp and topddp need 2 GPUs)
+#                                        # cycles million ddp top topddp soak (default: all but
+#                                        # transformer, ddp, top, topddp, soak; ddp and topddp need
+#                                        # 2 GPUs; soak runs SOAK_MINUTES=10)
 #   python3 KIT/exit_check.py            # there: a loop ending by each route mid-window
 #
 # Results go to $OUT (default /tmp/out)/cuda_proof.md.
 set -u
 cmd=${1:-}; K=${2:-}
-[ -n "$cmd" ] && [ -n "$K" ] || { sed -n 2,10p "$0"; exit 2; }
+[ -n "$cmd" ] && [ -n "$K" ] || { sed -n 2,11p "$0"; exit 2; }
 case "$cmd" in
 prepare)
   set -e
@@ -30,5 +31,5 @@ run)
   mkdir -p "$OUT"
   cd /tmp && python3 "$K/proof.py" "$@"
   ;;
-*) sed -n 2,10p "$0"; exit 2 ;;
+*) sed -n 2,11p "$0"; exit 2 ;;
 esac

@@ -13,7 +13,7 @@ use crate::common;
 use crate::common::cuda;
 
 use common::{rocprof_attach, wait_until};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -233,18 +233,11 @@ fn sigkill_while_waiting_leaves_the_target_running_and_attachable() {
     t.assert_heartbeat();
     let mut a = args(&pid, &out_s, &tool_s);
     a.extend(["--attach-duration-msec", "50"]);
-    // The killed session is still active in the target: a new one is refused with the fix ...
+    // Its agent finished the killed session (detach, claim released): a plain session works.
     let (code, _, stderr) = rocprof_attach(&a, &[]).finish();
-    assert_eq!(code, 4, "reattach after a killed front end: {stderr}");
-    assert!(
-        stderr.contains(&format!("rocprof-attach --detach -p {pid}")),
-        "{stderr}"
-    );
-    // ... which finishes it, and the target can be attached again.
-    let (code, _, stderr) = rocprof_attach(&["--detach", "-p", &pid], &[]).finish();
-    assert_eq!(code, 0, "--detach: {stderr}");
-    let (code, _, stderr) = rocprof_attach(&a, &[]).finish();
-    assert_eq!(code, 0, "reattach after --detach: {stderr}");
+    assert_eq!(code, 0, "reattach after a killed front end: {stderr}");
+    let kinds: Vec<String> = records(&t).iter().map(|r| r.kind.clone()).collect();
+    assert_eq!(kinds, ["attach", "detach", "attach", "detach"]);
 }
 
 #[test]

@@ -13,7 +13,13 @@ Phases (each a plain `python3 train.py`, started with no profiler opt-in):
              every kernel's totals against `summary` of the kept database, the step time while
              watched and after, top's own CPU, and the batch screen as text
   topddp   : `top --match ddp.py` on a 2-rank torchrun job: both ranks in one view (2 GPUs)
+  soak     : (not in the default set) SOAK_MINUTES (10) on the transformer, a session every 2 s
+             with all tracing, the front end SIGKILLed at a random moment of its window in one
+             session of five: target deaths, threads and RSS, sessions complete or finished by
+             the agent, anything left for a person, the step time after each killed session
 """
+import random
+import signal
 import json
 import os
 import shutil
@@ -376,6 +382,83 @@ def phase_top_ddp():
     for line in r.stderr.strip().split("\n")[-4:]:
         say(f"  - {line}")
     p.wait()
+def soak_session(pid, c, kill, opts, outdir):
+    """One session of the soak; (what happened, kill time in CLOCK_BOOTTIME ns or None)."""
+    cmd = [RPA, "-p", str(pid), *opts, "-d", outdir, "-o", f"s{c}", "--attach-duration-msec", "1000"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if not kill:
+        err = p.communicate()[1]
+        if p.returncode == 4 and "--detach" in err:
+            return "left for a person", None
+        return ("complete" if p.returncode == 0 else f"exit {p.returncode}: {err.strip()[-300:]}"), None
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "profiling for" in line:
+            break
+    else:
+        p.wait()
+        if p.returncode == 4 and any("--detach" in l for l in seen):
+            return "left for a person", None
+        return f"exit {p.returncode} before its window: {''.join(seen).strip()[-300:]}", None
+    time.sleep(random.uniform(0.0, 0.9))
+    os.kill(p.pid, signal.SIGKILL)
+    at = time.clock_gettime_ns(BOOT)
+    p.wait()
+    return "killed", at
+
+
+def phase_soak(model="transformer"):
+    minutes = float(os.environ.get("SOAK_MINUTES", "10"))
+    opts = ["--kernel-trace", "--memory-copy-trace", "--runtime-trace"]
+    say(f"\n## {model}: {minutes:.0f}-minute soak, a session every 2 s ({' '.join(opts)}), the front end "
+        f"SIGKILLed in one session of five")
+    seed = int(os.environ.get("SOAK_SEED", str(os.getpid())))
+    random.seed(seed)
+    shutil.rmtree("/tmp/ps", ignore_errors=True)
+    p = start(model, "/tmp/s.log", seconds=minutes * 60 + 60)
+    time.sleep(5.0)  # the baseline: steps before any session
+    t_base = time.clock_gettime_ns(BOOT)
+    samples = [rss_threads(p.pid)]
+    outcomes, kills = {}, []
+    end = time.monotonic() + minutes * 60
+    c = 0
+    while time.monotonic() < end and p.poll() is None:
+        t = time.monotonic()
+        what, at = soak_session(p.pid, c, random.randrange(5) == 0, opts, "/tmp/ps")
+        outcomes.setdefault(what.split(":")[0], []).append(c)
+        if at:
+            kills.append((c, at))
+        if c % 15 == 0 and p.poll() is None:
+            samples.append(rss_threads(p.pid))
+        c += 1
+        time.sleep(max(0.0, 2.0 - (time.monotonic() - t)))
+    alive = p.poll() is None
+    # After the last session: a plain one must work (it waits for an agent still finishing).
+    final = soak_session(p.pid, c, False, opts, "/tmp/ps")[0] if alive else "target dead"
+    time.sleep(4.0)
+    if alive:
+        samples.append(rss_threads(p.pid))
+    p.kill()
+    steps = steps_of("/tmp/s.log")
+    base = [(b - a) / 1e6 for _, a, b, _ in steps if b <= t_base]
+    # Back at the baseline within a second of a killed session: steps starting 1-2 s after each kill
+    # (the next session starts about 2 s after the previous one did).
+    after = [(b - a) / 1e6 for _, a, b, _ in steps for _, k in kills if k + 1e9 <= a and b <= k + 2e9]
+    tail = [(b - a) / 1e6 for _, a, b, _ in steps if a >= time.clock_gettime_ns(BOOT) - 3.5e9]
+    finished = [k for k, _ in kills if os.path.exists(f"/tmp/ps/s{k}_results.db")
+                and os.path.getsize(f"/tmp/ps/s{k}_results.db") > 0]
+    agents = subprocess.run(["pgrep", "-x", "rocprof-attach"], capture_output=True, text=True).stdout.split()
+    say(f"- SOAK_SEED={seed}; {c} sessions in {minutes:.0f} min; target alive: **{alive}** (deaths: {0 if alive else 1})")
+    say(f"- outcomes: " + ", ".join(f"{k} {len(v)}" for k, v in sorted(outcomes.items())))
+    say(f"- killed sessions whose database the agent wrote: **{len(finished)} of {len(kills)}**; "
+        f"left for a person: **{len(outcomes.get('left for a person', []))}**; final plain session: {final}; "
+        f"rocprof-attach processes left: {len(agents)}")
+    say(f"- RSS MiB first/min/max/last: {samples[0][0] / 1024:.0f}/{min(x[0] for x in samples) / 1024:.0f}/"
+        f"{max(x[0] for x in samples) / 1024:.0f}/{samples[-1][0] / 1024:.0f}; threads first/min/max/last: "
+        f"{samples[0][1]}/{min(x[1] for x in samples)}/{max(x[1] for x in samples)}/{samples[-1][1]}")
+    say(f"- step p50: baseline {pct(base, .5):.2f} ms ({len(base)} steps); 1-2 s after each kill "
+        f"{pct(after, .5):.2f} ms ({len(after)} steps); after the soak {pct(tail, .5):.2f} ms ({len(tail)} steps)")
 
 
 def main():
@@ -404,6 +487,8 @@ def main():
         phase_top()
     if "topddp" in which:
         phase_top_ddp()
+    if "soak" in which:
+        phase_soak()
     open(os.path.join(OUT, "cuda_proof.md"), "w").write("\n".join(report) + "\n")
 
 

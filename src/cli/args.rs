@@ -57,8 +57,9 @@ pub struct Cli {
     #[arg(long, help_heading = H_ATTACH)]
     pub check: bool,
     /// Finish a session left active in the processes given with -p (after exit code 11, or when
-    /// rocprof-attach was killed during its window): detach them, e.g. `rocprof-attach --detach -p 1234`
-    #[arg(long, help_heading = H_ATTACH, conflicts_with_all = ["check", "list", "json"])]
+    /// rocprof-attach was killed with its agent): detach them and list their files, e.g.
+    /// `rocprof-attach --detach -p 1234`
+    #[arg(long, help_heading = H_ATTACH, conflicts_with_all = ["check", "list"])]
     pub detach: bool,
     /// Print one JSON report on stdout at the end (session, --list, --check); see docs/json.md
     #[arg(long, help_heading = H_ATTACH)]
@@ -157,6 +158,8 @@ pub enum Action {
         pids: Vec<i32>,
         /// How long to wait for a stopped process to continue.
         stopped_wait: std::time::Duration,
+        /// `-d`: where to look for the session's files instead of the directory it recorded.
+        output_dir: Option<PathBuf>,
     },
     /// `--list`: print attachable processes matching the selection.
     List(TargetSelection),
@@ -489,7 +492,7 @@ fn profiler_env(
 }
 
 /// `--detach`: finish the session left in the processes given with `-p`.
-fn detach_action(cli: &Cli, selection: Option<TargetSelection>) -> Result<Action> {
+fn detach_action(cli: &Cli, selection: Option<TargetSelection>, cwd: &Path) -> Result<Action> {
     let Some(TargetSelection::Pids(pids)) = selection else {
         return Err(Error::usage(
             "--detach finishes the session left active in the processes given with -p: pass -p PID \
@@ -497,7 +500,21 @@ fn detach_action(cli: &Cli, selection: Option<TargetSelection>) -> Result<Action
         ));
     };
     let stopped_wait = stopped_wait(cli)?;
-    Ok(Action::Detach { pids, stopped_wait })
+    let output_dir = match cli.profiler.values.output_directory.as_deref() {
+        Some("") => {
+            return Err(Error::usage(
+                "-d/--output-directory is empty: give the directory the session wrote to, or leave the \
+                 option out to use the one it recorded",
+            ))
+        }
+        Some(d) => Some(PathBuf::from(options::absolute_output_dir(d, cwd))),
+        None => None,
+    };
+    Ok(Action::Detach {
+        pids,
+        stopped_wait,
+        output_dir,
+    })
 }
 
 /// `--stopped-timeout`: how long to wait for a stopped process to continue.
@@ -535,7 +552,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     };
     let selection = select_targets(&cli, base_env)?;
     if cli.detach {
-        return Ok(done(detach_action(&cli, selection)?, warnings));
+        return Ok(done(detach_action(&cli, selection, cwd)?, warnings));
     }
     let tool_library = tool_library(&cli, base_env, cwd)?;
     if cli.list {

@@ -128,7 +128,11 @@ where
         ),
         Action::List(selection) => check::run_list(&selection, &ui, inv.verbose > 0, inv.json),
         Action::Attach(req) => session::run(*req, &ui, inv.json),
-        Action::Detach { pids, stopped_wait } => finish::run(&pids, stopped_wait, &ui),
+        Action::Detach {
+            pids,
+            stopped_wait,
+            output_dir,
+        } => finish::run(&pids, stopped_wait, output_dir.as_deref(), &ui, inv.json),
     };
     code
 }

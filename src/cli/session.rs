@@ -91,17 +91,13 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
     phases.done("plan (select, preflight)");
     let collector = session::Collector::before(&plan, req);
     phases.done("snapshot of the output directory");
+    session::will::leave(&agents, &plan);
     let attached = session::attach(&plan, &req.env, req.parallelism, &agents, &events, &|| {
         waiter.interrupted()
     });
     phases.done("attach");
     if attached.attached.is_empty() {
-        let report = session::nothing_attached(&plan, &attached);
-        if report.processes.len() > 1 && !json {
-            render::print_table(&report);
-        }
-        ui.messages(&report);
-        return report;
+        return nothing_attached(&plan, &attached, &agents, ui, json);
     }
     let end = profiling_window(req, ui, &waiter, &attached, &events);
     phases.done("profiling window");
@@ -123,8 +119,7 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         &|signal| abandon_detach(ui, signal, &still_running, &ctl.handed(), req),
     );
     phases.done("detach");
-    // A failed detach leaves the record of an active session, for `--detach` to finish.
-    session::settle(&plan.claims, &plan.pids(), &detached);
+    settle(&plan, &detached, &agents);
     let waited = await_output(req, &collector, &detached, &waiter, &events);
     phases.done("wait for asynchronous output");
     let report = collector.collect(req, &plan, &attached, &end, &detached, waited, &events);
@@ -145,6 +140,32 @@ fn session(req: &AttachRequest, ui: &Ui, json: bool) -> SessionReport {
         "session: agent server CPU {:.2} ms",
         ptrace::children_cpu_us() as f64 / 1e3
     );
+    report
+}
+
+/// Record how each detach ended in its claim (a failed one leaves the record of an active
+/// session, for `--detach` to finish), then take back the will handed to the agent server before
+/// the attach (attach::session::will): from the attach to here, a front end killed at any moment
+/// leaves nothing for a person, since the server detaches and releases the claims itself.
+fn settle(plan: &session::Plan, detached: &DetachOutcome, agents: &Agents) {
+    session::settle(&plan.claims, &plan.pids(), detached);
+    session::will::take_back(agents);
+}
+
+/// No process was attached: nothing for the agent server to finish; the report.
+fn nothing_attached(
+    plan: &session::Plan,
+    attached: &session::AttachOutcome,
+    agents: &Agents,
+    ui: &Ui,
+    json: bool,
+) -> SessionReport {
+    session::will::take_back(agents);
+    let report = session::nothing_attached(plan, attached);
+    if report.processes.len() > 1 && !json {
+        render::print_table(&report);
+    }
+    ui.messages(&report);
     report
 }
 
@@ -266,11 +287,11 @@ fn abandon_detach(
     }
     if !left.is_empty() {
         msg += &format!(
-            "; process{} {} {} not detached: the profiler stays active and writes its output \
-             under {dir} when the process exits",
+            "; the agent tries the detach of process{} {} once this front end has exited, and the \
+             tool then writes its output under {dir} (one still stopped stays recorded as active: \
+             `rocprof-attach --detach -p PID` finishes it later)",
             s(left.len()),
             join(&left),
-            if left.len() == 1 { "was" } else { "were" }
         );
     }
     ui.error(msg + "; this session cannot list those files");

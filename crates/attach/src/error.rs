@@ -38,6 +38,15 @@ pub enum Error {
         /// Who holds the target and since when, or why a session is still active, and the fix.
         message: String,
     },
+    /// The claims directory of the target's owner is closed to us (we are neither that user nor
+    /// root), so the one-session lock cannot be held: see [`crate::claims`].
+    #[error("{message}")]
+    ClaimsClosed {
+        /// Process id.
+        pid: i32,
+        /// Whose directory, and the fix.
+        message: String,
+    },
     /// rocprofiler-register in the target returned a non-zero status.
     #[error("process {pid} rejected the {call}: rocprofiler-register returned {status} ({name}: {meaning}); the target keeps running")]
     Rejected {
@@ -126,6 +135,7 @@ impl Error {
             Error::ProcessGone { .. } => ExitCode::NoSuchProcess,
             Error::NotAttachable { .. } => ExitCode::NotAttachable,
             Error::ActiveSession { .. } => ExitCode::NotAttachable,
+            Error::ClaimsClosed { .. } => ExitCode::PermissionDenied,
             Error::Rejected { .. } => ExitCode::Rejected,
             Error::TargetExited { .. } => ExitCode::TargetExited,
             Error::NoOutput(_) => ExitCode::NoOutput,

@@ -133,6 +133,30 @@ impl Snapshot {
         out
     }
 
+    /// The files the template names that changed since the snapshot or were modified at or
+    /// after `since` (a session's start: what it wrote before the snapshot was taken), sorted by
+    /// path.
+    pub fn modified_since(&self, since: SystemTime) -> Vec<WrittenFile> {
+        let Some(root) = self.root_now() else {
+            return Vec::new();
+        };
+        let mut now = HashMap::new();
+        self.scan(&root, &root, 0, false, &mut now);
+        let mut out: Vec<WrittenFile> = now
+            .into_iter()
+            .filter(|(rel, meta)| {
+                self.files.get(rel) != Some(meta) || meta.1.is_some_and(|m| m >= since)
+            })
+            .map(|(rel, (size, _))| WrittenFile {
+                path: self.target_root.join(&rel),
+                host_path: root.join(&rel),
+                size,
+            })
+            .collect();
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out
+    }
+
     /// Collect the files under `dir` (`depth` levels below the root) that the template names:
     /// only directories matching the template's component at their depth are entered; below a
     /// name matching the whole template (`<prefix>_results/` of OTF2), everything (`all`).

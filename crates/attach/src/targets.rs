@@ -187,11 +187,31 @@ fn explicit_pids(pids: &[i32]) -> Result<Vec<i32>> {
                 "invalid PID {p}: pass positive process ids"
             )));
         }
+        let p = process_of(p);
         if !out.contains(&p) {
             out.push(p);
         }
     }
     Ok(out)
+}
+
+/// The process that `id` names: `id` itself for a process, the thread group's leader (`Tgid`
+/// of `/proc/ID/status`) for a thread id, so one process is one target (and one lock) whatever
+/// id is passed. Every front end maps the ids it takes through here: the CLI's `-p`, `--check`
+/// and `--detach` (through [`select`] and [`list`]), the C ABI and the Python module (through
+/// the C ABI). A thread is logged at info level (`-v`): "thread 17502 belongs to process 17500".
+/// An id that cannot be read is returned as it is: the caller's own checks report it.
+pub fn process_of(id: i32) -> i32 {
+    match procfs::status(id) {
+        Ok(st) if st.tgid > 0 && st.tgid != id => {
+            tracing::info!(
+                "thread {id} belongs to process {}: using the process",
+                st.tgid
+            );
+            st.tgid
+        }
+        _ => id,
+    }
 }
 
 /// Build a list row; maps unreadable leaves `libraries` empty (listener comes from comm).

@@ -13,7 +13,7 @@ use rocprof_attach_core::claims::{Claim, Holder, Purpose, State, FRONT_END_LIBRA
 use rocprof_attach_core::envbuf::EnvList;
 use rocprof_attach_core::preflight::{self, LISTENER_COMM};
 use rocprof_attach_core::session::{self, AttachRequest, Attachment, DetachOutcome, Event, Plan};
-use rocprof_attach_core::targets::TargetSelection;
+use rocprof_attach_core::targets::{self, TargetSelection};
 use rocprof_attach_core::toolpath::{self, DEFAULT_TOOL};
 use rocprof_attach_core::Error;
 use rocprof_engine::procfs;
@@ -211,6 +211,7 @@ pub fn attach(pid: i32, tree: bool, log: &Log) -> Status {
         ));
         return Status::InvalidArgument;
     }
+    let pid = process_of(pid, log);
     let tool = match tool_string(log) {
         Ok(t) => t,
         Err(s) => return s,
@@ -222,6 +223,18 @@ pub fn attach(pid: i32, tree: bool, log: &Log) -> Status {
     let status = log.scope(|| attach_reserved(pid, tree, &tool, log, &mut reserved));
     release(&reserved);
     status
+}
+
+/// The process `id` names: a thread id is mapped to its process (one process, one session and
+/// one lock, whatever id is passed: [`targets::process_of`]), and the log says so.
+fn process_of(id: i32, log: &Log) -> i32 {
+    let pid = targets::process_of(id);
+    if pid != id {
+        log.info(&format!(
+            "thread {id} belongs to process {pid}: using the process"
+        ));
+    }
+    pid
 }
 
 /// Who claims a process here: this library, with the output the host's environment names.
@@ -240,6 +253,10 @@ fn holder(pid: i32) -> Holder {
             req.output_file
         )),
         sync_output: Some(req.sync_output),
+        output_parts: Some((
+            req.output_dir.display().to_string(),
+            req.output_file.clone(),
+        )),
     }
 }
 
@@ -248,8 +265,9 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
     let holder = holder(pid);
     let claim = match Claim::acquire(pid, &holder, Purpose::Attach) {
         Ok(c) => Some(c),
-        // The precheck says so, in its own words.
+        // The precheck says so, in its own words (gone, or another user's we may not trace).
         Err(Error::ProcessGone { .. }) => None,
+        Err(e) if rocprof_attach_core::claims::closed_and_untraceable(&e) => None,
         Err(e) => {
             log_error(log, &e);
             return status::of_error(&e);
@@ -350,6 +368,7 @@ pub fn detach(pid: i32, log: &Log) -> Status {
         ));
         return Status::InvalidArgument;
     }
+    let pid = if pid == 0 { 0 } else { process_of(pid, log) };
     if pid == 0 {
         let all = with_registry(|r| {
             r.trees.clear();
@@ -383,6 +402,7 @@ pub fn detach(pid: i32, log: &Log) -> Status {
 
 /// `rocattach_detach_tree`: exactly the PIDs the matching tree attach recorded.
 pub fn detach_tree(pid: i32, log: &Log) -> Status {
+    let pid = if pid > 0 { process_of(pid, log) } else { pid };
     let Some(list) = with_registry(|r| r.trees.remove(&pid)).filter(|l| !l.is_empty()) else {
         log.error(&format!(
             "no tree session for process {pid}: rocattach_detach_tree undoes a successful rocattach_attach_tree({pid})"

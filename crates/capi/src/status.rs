@@ -76,6 +76,7 @@ pub fn of_error(e: &attach::Error) -> Status {
         attach::Error::Usage(_) => Status::InvalidArgument,
         // As rocattach answers an attach of a PID that already has a session.
         attach::Error::ActiveSession { .. } => Status::InvalidArgument,
+        attach::Error::ClaimsClosed { .. } => Status::PermissionDenied,
         attach::Error::ProcessGone { .. } | attach::Error::TargetExited { .. } => {
             Status::ProcessNotFound
         }

@@ -1,47 +1,57 @@
 //! One session per target, across users and front ends (the CLI, the rocattach C ABI and the
 //! Python module that uses it).
 //!
-//! A session claims each target before any ptrace: one file per target in [`CLAIMS_DIR`] (mode
-//! 1777, sticky, like `/tmp`), named `NS-PID-START.claim` after the inode of the target's PID
-//! namespace, its PID and its start time (field 22 of `/proc/PID/stat`), so a reused PID is another
-//! file, and so are processes of the same PID and start time in two PID namespaces (two
-//! containers' ranks started together) which share `/tmp`. The holder keeps an
-//! exclusive `flock` on it for as long as the session may be active and writes a [`Record`] into
-//! it: who holds it (front end, pid and start time, uid, command), since when, where the session
-//! is ([`State`]) and where its output goes.
+//! A session claims each target before any ptrace: one file per target, named
+//! `NS-PID-START.claim` after the inode of the target's PID namespace, its PID and its start time
+//! (field 22 of `/proc/PID/stat`), so a reused PID is another file, and so are processes of the
+//! same PID and start time in two PID namespaces (two containers' ranks started together). A
+//! thread id is mapped to its process first ([`crate::targets::process_of`]): one process, one
+//! lock. The holder keeps an exclusive `flock` on the file for as long as the session may be
+//! active and writes a [`Record`] into it: who holds it (front end, pid and start time, uid,
+//! command), since when, where the session is ([`State`]) and where its output goes.
 //!
-//! * A lock that cannot be taken means a live front end holds the target: the new session is
-//!   refused with who and since when ([`Error::ActiveSession`], exit code 4, rocattach status 2).
+//! **Where.** The file lives in the claims directory of the target's owner (its effective uid),
+//! a directory only that user and root can write or even enter ([`dir`]): root's targets in
+//! `/run/rocprof-attach/claims` (root, 0700), uid N's in `/tmp/rocprof-attach-N` (uid N, 0700).
+//! Everyone who may attach a process (its owner, or root) therefore finds its lock in the same
+//! place: root attaching a user's process and that user attaching it at the same moment lock
+//! the same file, and one of them is refused. Nobody else can create, open, lock or rewrite
+//! it, so no other unprivileged user can block an attach or forge a record; the holder shown
+//! is the file's owner, which only root can change. Claim files are mode 0644: the target's
+//! owner may open a claim root created in their directory read-only, which is enough to lock it
+//! and read it; to take over a stale one of root's they replace it (the directory is theirs).
+//! Root takes over a claim of the user's by changing its owner to root.
+//!
+//! * A lock that cannot be taken means a live front end (or the agent finishing a session whose
+//!   front end died) holds the target: the new session is refused with who, since when, and the
+//!   lock file ([`Error::ActiveSession`], exit code 4, rocattach status 2).
 //! * A lock that can be taken means the holder is gone (the kernel drops a dead process's
 //!   locks). If its record says nothing was active ([`State::Claimed`]) the claim was stale and is
 //!   taken over. If the profiler may still be active (a failed detach is [`State::Stranded`]; a
-//!   front end killed during its window leaves [`State::Attached`]) a new attach is refused with
-//!   the fix, `rocprof-attach --detach -p PID`, which takes such a claim ([`Purpose::Finish`]),
-//!   detaches, and removes it.
+//!   front end and its agent both killed during the window leave [`State::Attached`]) a new
+//!   attach is refused with the fix, `rocprof-attach --detach -p PID`, which takes such a claim
+//!   ([`Purpose::Finish`]), detaches, and removes it.
 //!
 //! Files are opened relative to the directory's descriptor with `O_NOFOLLOW` (created with
-//! `O_EXCL`), must be regular files with one link, and are made writable by everyone (mode 0666)
-//! so another user's front end can take over a stale claim without `O_CREAT` on someone else's
-//! file (refused by `fs.protected_regular`). The owner shown is the file's owner, which only root
-//! can forge. A claim removed while another front end waited on its lock is noticed (the name no
-//! longer leads to the locked inode) and taken again.
+//! `O_EXCL`) and must be regular files with one link. A claim removed while another front end
+//! waited on its lock is noticed (the name no longer leads to the locked inode) and taken again.
 
+pub mod dir;
+mod file;
 mod record;
+
+use file::{lock, openat, same_file, try_flock, unlinkat};
 
 pub use record::{now, printable, utc, Record, State};
 
 use crate::error::{Error, Result};
 use rocprof_engine::procfs;
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::fs::File;
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 
-/// The directory of claim files, shared by every user and front end on the machine.
-pub const CLAIMS_DIR: &str = "/tmp/rocprof-attach-claims";
+pub use dir::{dir_for_uid, ROOT_CLAIMS_DIR};
 
 /// Claim files are padded to this size, so a rewrite is one write of the same length.
 const RECORD_SIZE: usize = 4096;
@@ -65,6 +75,8 @@ pub struct Holder {
     pub output: Option<String>,
     /// Whether the tool writes its output before the detach call returns.
     pub sync_output: Option<bool>,
+    /// The output directory and the file name template, apart (recorded for `--detach`).
+    pub output_parts: Option<(String, String)>,
 }
 
 /// A claim on one target, locked by this process. Dropping it removes the file when nothing is
@@ -73,7 +85,7 @@ pub struct Holder {
 #[derive(Debug)]
 pub struct Claim {
     file: File,
-    dir: OwnedFd,
+    dir: dir::Dir,
     name: String,
     record: Record,
     /// The record of the session this claim took over ([`Purpose::Finish`]).
@@ -84,22 +96,15 @@ impl Claim {
     /// Claim target `pid` for `purpose`.
     pub fn acquire(pid: i32, holder: &Holder, purpose: Purpose) -> Result<Claim> {
         let target_start = start_time(pid)?;
-        let dir = open_dir()?;
+        let owner_uid = target_uid(pid)?;
+        let dir = dir::open(owner_uid).map_err(|e| closed(pid, owner_uid, e))?;
         sweep(&dir, pid);
         let name = format!("{}-{pid}-{target_start}.claim", pid_namespace(pid));
-        let (file, found, writable) = lock(&dir, &name, pid)?;
-        let found = found.filter(|r| r.target_pid == pid && r.target_start == target_start);
-        let owner = file.metadata().map(|m| m.uid()).unwrap_or(0);
-        check_purpose(pid, purpose, found.as_ref(), owner)?;
-        if !writable {
-            return Err(Error::io(
-                format!(
-                    "claim file {CLAIMS_DIR}/{name} belongs to uid {owner} and is not writable; remove it \
-                     (as uid {owner} or root)"
-                ),
-                std::io::Error::from(std::io::ErrorKind::PermissionDenied),
-            ));
-        }
+        let (file, found) = lock(&dir, &name, pid)?;
+        let found = found.filter(|(r, _)| r.target_pid == pid && r.target_start == target_start);
+        let owner = found.as_ref().map_or(0, |(_, o)| *o);
+        let found = found.map(|(r, _)| r);
+        check_purpose(pid, purpose, found.as_ref(), owner, &dir.path.join(&name))?;
         let previous = if purpose == Purpose::Finish {
             found
         } else {
@@ -132,6 +137,27 @@ impl Claim {
         &self.record
     }
 
+    /// The claim file's path.
+    pub fn path(&self) -> std::path::PathBuf {
+        self.dir.path.join(&self.name)
+    }
+
+    /// The locked claim file (the agent that finishes a session whose front end died keeps a
+    /// copy of its descriptor, and with it the lock: [`crate::session::will`]).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The record as it would be once the session ended (state `Claimed`), or stranded with
+    /// `note`: the bytes written into the claim file, padded.
+    pub fn encoded_as(&self, state: State, note: Option<&str>) -> Vec<u8> {
+        let mut r = self.record.clone();
+        r.state = state;
+        r.changed = now();
+        r.note = note.map(str::to_string);
+        encode_record(&r)
+    }
+
     /// Record a new state (best effort: a claim that cannot be rewritten still locks).
     pub fn set(&mut self, state: State) {
         if self.record.state == state {
@@ -151,15 +177,21 @@ impl Claim {
     }
 
     fn write(&self) -> Result<()> {
-        let mut text = serde_json::to_string(&self.record)
-            .map_err(|e| Error::io("claim record", std::io::Error::other(e)))?;
-        let len = text.len().max(RECORD_SIZE);
-        text.extend(std::iter::repeat_n(' ', len - text.len()));
+        let text = encode_record(&self.record);
         self.file
-            .write_all_at(text.as_bytes(), 0)
-            .and_then(|_| self.file.set_len(len as u64))
-            .map_err(|e| Error::io(format!("writing claim file {CLAIMS_DIR}/{}", self.name), e))
+            .write_all_at(&text, 0)
+            .and_then(|_| self.file.set_len(text.len() as u64))
+            .map_err(|e| Error::io(format!("writing claim file {}", self.path().display()), e))
     }
+}
+
+/// A record as written into a claim file: JSON padded with spaces to 4 KiB, so a
+/// rewrite is one write of the same length.
+pub fn encode_record(r: &Record) -> Vec<u8> {
+    let mut text = serde_json::to_vec(r).unwrap_or_default();
+    let len = text.len().max(RECORD_SIZE);
+    text.resize(len, b' ');
+    text
 }
 
 impl Drop for Claim {
@@ -168,8 +200,8 @@ impl Drop for Claim {
             return;
         }
         // Still our file (nobody removed and recreated it): remove it while locked.
-        if same_file(&self.dir, &self.name, &self.file) {
-            let _ = unlinkat(&self.dir, &self.name);
+        if same_file(&self.dir.fd, &self.name, &self.file) {
+            let _ = unlinkat(&self.dir.fd, &self.name);
         }
     }
 }
@@ -214,34 +246,80 @@ impl Claims {
         drop(self.take(pid));
     }
 
+    /// Run `f` on `pid`'s claim, if it has one.
+    pub fn with<R>(&self, pid: i32, f: impl FnOnce(&Claim) -> R) -> Option<R> {
+        self.lock().get(&pid).map(f)
+    }
+
     /// Whether `pid` is claimed here.
     pub fn holds(&self, pid: i32) -> bool {
         self.lock().contains_key(&pid)
     }
 }
 
+/// A claims directory we may not use because it is another user's: [`Error::ClaimsClosed`]
+/// (whoever may not use it may not ptrace that user's processes either, short of
+/// `CAP_SYS_PTRACE`); any other error as it is.
+fn closed(pid: i32, owner: u32, e: Error) -> Error {
+    let euid = nix::unistd::geteuid().as_raw();
+    match e {
+        Error::Io { source, context }
+            if source.kind() == std::io::ErrorKind::PermissionDenied && euid != owner && euid != 0 =>
+        {
+            Error::ClaimsClosed {
+                pid,
+                message: format!(
+                    "process {pid} belongs to uid {owner}, and rocprof-attach runs as uid {euid}: the lock that \
+                     keeps one session per process lives in {}, which only uid {owner} and root may use \
+                     ({context}). Fix: run rocprof-attach as uid {owner} or as root",
+                    dir::dir_for_uid(owner).display()
+                ),
+            }
+        }
+        e => e,
+    }
+}
+
+/// Whether `e` says the target's owner's claims directory is closed to us while ptrace of the
+/// target is refused anyway: the preflight then reports the permission problem in its own words
+/// (and touches nothing), so a front end goes on to it without a claim.
+pub fn closed_and_untraceable(e: &Error) -> bool {
+    matches!(e, Error::ClaimsClosed { pid, .. } if crate::preflight::ptrace_refusal(*pid).is_some())
+}
+
 /// The refusal for a target whose session was left active.
-fn stranded(pid: i32, r: &Record, owner: u32) -> Error {
+fn stranded(pid: i32, r: &Record, owner: u32, path: &std::path::Path) -> Error {
     Error::ActiveSession {
         pid,
         message: format!(
             "process {pid} has an active profiling session left by {} {}: {}, so the profiler may still be \
-             active in it and {}. A new attach would take that session over and its output would never \
-             appear. Fix: run `rocprof-attach --detach -p {pid}` first",
+             active in it and {} (lock file {}). A new attach would take that session over and its output \
+             would never appear. Fix: run `rocprof-attach --detach -p {pid}` first",
             r.holder(owner),
             r.since(),
             r.why_left(),
-            r.output_clause()
+            r.output_clause(),
+            path.display()
         ),
     }
 }
 
 /// The refusal for a target a live front end holds.
-fn held(pid: i32, r: Option<&Record>, owner: u32) -> Error {
+fn held(pid: i32, r: Option<&Record>, owner: u32, path: &std::path::Path) -> Error {
+    let path = path.display();
     let message = match r {
+        Some(r) if r.finishing() => format!(
+            "process {pid} already has an active profiling session: its front end {} was killed {} and the \
+             agent it left is finishing that session ({}); {}; lock file {path}. One session per process: \
+             wait a moment for it to end",
+            r.holder(owner),
+            r.since(),
+            r.doing(),
+            r.output_clause(),
+        ),
         Some(r) => format!(
-            "process {pid} already has an active profiling session: {} holds it {}, {}; {}. One session per \
-             process: wait for it to end, or end it ({})",
+            "process {pid} already has an active profiling session: {} holds it {}, {}; {}; lock file \
+             {path}. One session per process: wait for it to end, or end it ({})",
             r.holder(owner),
             r.since(),
             r.doing(),
@@ -254,7 +332,8 @@ fn held(pid: i32, r: Option<&Record>, owner: u32) -> Error {
         ),
         None => format!(
             "process {pid} already has an active profiling session: a front end of uid {owner} holds \
-             {CLAIMS_DIR}/ (its record is being written or unreadable). One session per process: wait for it to end"
+             the lock file {path} (its record is being written or unreadable). One session per process: wait \
+             for it to end"
         ),
     };
     Error::ActiveSession { pid, message }
@@ -269,6 +348,15 @@ pub const FRONT_END_LIBRARY: &str = "the rocattach library";
 fn pid_namespace(pid: i32) -> u64 {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(procfs::proc_dir(pid).join("ns/pid")).map_or(0, |m| m.ino())
+}
+
+/// The owner of process `pid` (its effective uid): whose claims directory holds its claim.
+fn target_uid(pid: i32) -> Result<u32> {
+    match procfs::status(pid) {
+        Ok(st) => Ok(st.uid[1]),
+        Err(rocprof_engine::Error::ProcessGone { .. }) => Err(Error::ProcessGone { pid }),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Field 22 of `/proc/PID/stat`: the start time, which tells a reused PID apart.
@@ -294,174 +382,11 @@ fn own_command() -> String {
     printable(&args.join(" "), 200)
 }
 
-fn cstr(s: &str) -> CString {
-    CString::new(s).expect("no NUL in our names")
-}
-
-fn last_os_error(context: String) -> Error {
-    Error::io(context, std::io::Error::last_os_error())
-}
-
-/// Open (creating it mode 1777 when missing) the claims directory, which must be a real
-/// directory with the sticky bit that everyone may write.
-fn open_dir() -> Result<OwnedFd> {
-    let path = cstr(CLAIMS_DIR);
-    // SAFETY: a valid C string; mkdir has no other effect.
-    if unsafe { libc::mkdir(path.as_ptr(), 0o1777) } == 0 {
-        // The umask took bits away; set them (the directory is new and ours).
-        // SAFETY: as above.
-        unsafe { libc::chmod(path.as_ptr(), 0o1777) };
-    }
-    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    // SAFETY: a valid C string.
-    let fd = unsafe { libc::open(path.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(last_os_error(format!(
-            "cannot open the claims directory {CLAIMS_DIR} (it must be a directory, not a symbolic link; \
-             remove it and rocprof-attach creates it again)"
-        )));
-    }
-    // SAFETY: a descriptor we just opened and own.
-    let dir = unsafe { OwnedFd::from_raw_fd(fd) };
-    let meta = File::from(
-        dir.try_clone()
-            .map_err(|e| Error::io("claims directory", e))?,
-    )
-    .metadata()
-    .map_err(|e| Error::io(format!("claims directory {CLAIMS_DIR}"), e))?;
-    if meta.mode() & 0o1002 != 0o1002 {
-        return Err(Error::io(
-            format!(
-                "the claims directory {CLAIMS_DIR} (owner uid {}, mode {:o}) must have mode 1777 so every user \
-                 shares it; fix: chmod 1777 {CLAIMS_DIR} (as its owner or root)",
-                meta.uid(),
-                meta.mode() & 0o7777
-            ),
-            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
-        ));
-    }
-    Ok(dir)
-}
-
-fn openat(dir: &OwnedFd, name: &str, flags: i32) -> std::io::Result<File> {
-    let c = cstr(name);
-    // SAFETY: a valid directory descriptor and C string; mode is used only with O_CREAT.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, 0o666 as libc::c_uint) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor we just opened and own.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
-
-fn unlinkat(dir: &OwnedFd, name: &str) -> std::io::Result<()> {
-    let c = cstr(name);
-    // SAFETY: a valid directory descriptor and C string.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Whether `name` in `dir` is (still) the file `file` has open.
-fn same_file(dir: &OwnedFd, name: &str, file: &File) -> bool {
-    let c = cstr(name);
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid descriptor, C string and stat buffer.
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    r == 0
-        && file
-            .metadata()
-            .is_ok_and(|m| m.dev() == st.st_dev && m.ino() == st.st_ino)
-}
-
-fn try_flock(file: &File) -> bool {
-    // SAFETY: a valid descriptor.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
-}
-
-/// The record in a claim file (None when empty or unreadable).
-fn read_record(file: &File) -> Option<Record> {
-    let mut text = String::new();
-    let mut f = file;
-    let _ = std::io::Seek::rewind(&mut f);
-    f.take(64 * 1024).read_to_string(&mut text).ok()?;
-    serde_json::from_str(text.trim_end()).ok()
-}
-
-/// Open or create `name` and lock it: the file, the record found in it, and whether we may
-/// write it. A lock held by someone else is [`Error::ActiveSession`].
-fn lock(dir: &OwnedFd, name: &str, pid: i32) -> Result<(File, Option<Record>, bool)> {
-    let base = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
-    let path = format!("{CLAIMS_DIR}/{name}");
-    for _ in 0..100 {
-        let (file, writable) = match openat(dir, name, base | libc::O_RDWR) {
-            Ok(f) => (f, true),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                match openat(
-                    dir,
-                    name,
-                    base | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
-                ) {
-                    Ok(f) => {
-                        // Everyone may take over a stale claim; the umask took bits away.
-                        // SAFETY: a valid descriptor.
-                        unsafe { libc::fchmod(f.as_raw_fd(), 0o666) };
-                        (f, true)
-                    }
-                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
-                    Err(e) => return Err(Error::io(format!("creating claim file {path}"), e)),
-                }
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-                let f = openat(dir, name, base | libc::O_RDONLY)
-                    .map_err(|e| Error::io(format!("opening claim file {path}"), e))?;
-                (f, false)
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err(Error::io(
-                    format!("claim file {path} is a symbolic link; remove it"),
-                    e,
-                ))
-            }
-            Err(e) => return Err(Error::io(format!("opening claim file {path}"), e)),
-        };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(format!("claim file {path}"), e))?;
-        if !meta.is_file() || meta.nlink() != 1 {
-            return Err(Error::io(
-                format!("claim file {path} is not a regular file with one link; remove it"),
-                std::io::Error::from(std::io::ErrorKind::InvalidData),
-            ));
-        }
-        if !try_flock(&file) {
-            return Err(held(pid, read_record(&file).as_ref(), meta.uid()));
-        }
-        if !same_file(dir, name, &file) {
-            // Removed (or replaced) by its holder before we locked it: start again.
-            continue;
-        }
-        let found = read_record(&file);
-        return Ok((file, found, writable));
-    }
-    Err(Error::io(
-        format!("claim file {path} keeps changing"),
-        std::io::Error::from(std::io::ErrorKind::WouldBlock),
-    ))
-}
-
 /// Remove claims nobody holds whose target is gone (or is another process now), so the
 /// directory does not grow. Best effort; only other users' files we may not remove stay.
-fn sweep(dir: &OwnedFd, except: i32) {
-    let Ok(entries) = std::fs::read_dir(CLAIMS_DIR) else {
+fn sweep(claims: &dir::Dir, except: i32) {
+    let dir = &claims.fd;
+    let Ok(entries) = std::fs::read_dir(&claims.path) else {
         return;
     };
     let own_ns = pid_namespace(std::process::id() as i32);
@@ -496,14 +421,20 @@ fn sweep(dir: &OwnedFd, except: i32) {
 
 /// Refuse a claim that does not fit what is recorded for the target: an attach while a session
 /// is active, a finish when none is; a stale record an attach replaces is logged.
-fn check_purpose(pid: i32, purpose: Purpose, found: Option<&Record>, owner: u32) -> Result<()> {
+fn check_purpose(
+    pid: i32,
+    purpose: Purpose,
+    found: Option<&Record>,
+    owner: u32,
+    path: &std::path::Path,
+) -> Result<()> {
     // A CUDA session whose front end is gone ended by itself: the tool detaches when its
     // connection closes (docs/cuda.md). Only a failed detach leaves one to finish.
     let ended_by_itself =
         |r: &Record| r.state != State::Stranded && crate::cuda::detaches_by_itself(pid);
     let active = found.filter(|r| r.state.active() && !ended_by_itself(r));
     match (purpose, active) {
-        (Purpose::Attach, Some(r)) => return Err(stranded(pid, r, owner)),
+        (Purpose::Attach, Some(r)) => return Err(stranded(pid, r, owner, path)),
         (Purpose::Finish, None) => {
             return Err(Error::ActiveSession {
                 pid,
@@ -543,6 +474,7 @@ fn new_record(
         front_end: holder.front_end.clone(),
         holder_pid: std::process::id() as i32,
         holder_start: start_time(std::process::id() as i32).unwrap_or(0),
+        holder_ns: Some(pid_namespace(std::process::id() as i32)),
         uid: nix::unistd::getuid().as_raw(),
         command: own_command(),
         since: now,
@@ -556,6 +488,13 @@ fn new_record(
             .and_then(|p| p.output.clone())
             .or_else(|| holder.output.clone()),
         sync_output: previous.and_then(|p| p.sync_output).or(holder.sync_output),
+        output_dir: previous
+            .and_then(|p| p.output_dir.clone())
+            .or_else(|| holder.output_parts.as_ref().map(|p| p.0.clone())),
+        output_file: previous
+            .and_then(|p| p.output_file.clone())
+            .or_else(|| holder.output_parts.as_ref().map(|p| p.1.clone())),
         note: None,
+        finishing_by: None,
     }
 }

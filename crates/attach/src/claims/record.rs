@@ -52,6 +52,9 @@ pub struct Record {
     pub holder_pid: i32,
     /// Start time of the holder (same clock as `target_start`).
     pub holder_start: u64,
+    /// The inode of the holder's PID namespace (whether `holder_pid` can be checked from here).
+    #[serde(default)]
+    pub holder_ns: Option<u64>,
     /// Real user id of the holder.
     pub uid: u32,
     /// The holder's command line (shortened).
@@ -67,8 +70,19 @@ pub struct Record {
     /// Whether the tool writes its output before the detach call returns.
     #[serde(default)]
     pub sync_output: Option<bool>,
+    /// The output directory template alone (`-d`), and the file name template alone, so that
+    /// `--detach` can find the files (records of older versions have only `output`).
+    #[serde(default)]
+    pub output_dir: Option<String>,
+    /// The output file name template (`-o`).
+    #[serde(default)]
+    pub output_file: Option<String>,
     /// Why the session was left active (the failed detach's reason).
     pub note: Option<String>,
+    /// The front end died and its agent (this pid) is finishing the session: detach, output,
+    /// claim released ([`crate::session::will`]).
+    #[serde(default)]
+    pub finishing_by: Option<i32>,
 }
 
 /// Seconds since the epoch now.
@@ -160,6 +174,12 @@ impl Record {
             Some(o) => format!("its output goes to {}", printable(o, 300)),
             None => "where its output goes was not recorded".into(),
         }
+    }
+
+    /// Whether the agent of a dead front end is finishing this session right now (the lock is
+    /// then held by that agent).
+    pub fn finishing(&self) -> bool {
+        self.finishing_by.is_some() && self.state.active()
     }
 
     /// What the live holder is doing.

@@ -219,21 +219,7 @@ fn attribute(
     let files: Vec<FileReport> = files
         .into_iter()
         .zip(owners)
-        .map(|(f, pid)| {
-            let problem = super::verify::problem(&f.host_path);
-            let is_db = f.host_path.extension().is_some_and(|e| e == "db");
-            let rows = (problem.is_none() && is_db)
-                .then(|| super::verify::contents(&f.host_path).map(|c| c.rows()))
-                .flatten();
-            FileReport {
-                problem,
-                rows,
-                path: f.path,
-                host_path: f.host_path,
-                size: f.size,
-                pid,
-            }
-        })
+        .map(|(f, pid)| super::verify::file_report(f.path, f.host_path, f.size, pid))
         .collect();
     for f in &files {
         tracing::debug!(

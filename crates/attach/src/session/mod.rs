@@ -22,6 +22,7 @@ mod report;
 mod space;
 mod verify;
 mod wait;
+pub mod will;
 
 pub use attach::{attach, attach_one, AttachOutcome, Attachment};
 pub use collect::Collector;
@@ -35,7 +36,7 @@ pub use plan::{claim_descendants, plan, plan_roots, select, Failure, Plan, Plann
 pub use report::{
     nothing_attached, FileReport, Message, ProcessReport, ProcessStatus, SessionReport, Severity,
 };
-pub use verify::group;
+pub use verify::{file_report, group, problem};
 pub use wait::{WaitEnd, WaitOptions, Waiter};
 
 use crate::envbuf::EnvList;

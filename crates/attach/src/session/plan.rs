@@ -119,6 +119,10 @@ pub fn plan(req: &AttachRequest, events: Events) -> Result<Plan> {
             req.output_file
         )),
         sync_output: Some(req.sync_output),
+        output_parts: Some((
+            req.output_dir.display().to_string(),
+            req.output_file.clone(),
+        )),
     };
     let claims = Claims::default();
     let mut refused = Vec::new();
@@ -129,8 +133,10 @@ pub fn plan(req: &AttachRequest, events: Events) -> Result<Plan> {
                 claims.insert(c);
                 free.push(root);
             }
-            // Its preflight says so, in the words it always uses.
+            // Its preflight says so, in the words it always uses (a process gone, or one of
+            // another user's that we may not trace).
             Err(Error::ProcessGone { .. }) => free.push(root),
+            Err(e) if crate::claims::closed_and_untraceable(&e) => free.push(root),
             Err(e) if roots.len() == 1 => return Err(e),
             Err(e) => {
                 events(failed(root, Stage::Plan, &e));

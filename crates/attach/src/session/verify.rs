@@ -138,6 +138,29 @@ fn db_problem(path: &Path) -> Option<String> {
     })
 }
 
+/// The report of one file found written: its problem if it is not whole and, for a complete
+/// rocpd database, the records it holds. The one check a session and `--detach` make.
+pub fn file_report(
+    path: std::path::PathBuf,
+    host_path: std::path::PathBuf,
+    size: u64,
+    pid: Option<i32>,
+) -> super::FileReport {
+    let problem = problem(&host_path);
+    let is_db = host_path.extension().is_some_and(|e| e == "db");
+    let rows = (problem.is_none() && is_db)
+        .then(|| contents(&host_path).map(|c| c.rows()))
+        .flatten();
+    super::FileReport {
+        problem,
+        rows,
+        path,
+        host_path,
+        size,
+        pid,
+    }
+}
+
 /// A database left with a hot rollback journal beside it (the process was killed during a
 /// commit) is rolled back to its last commit here, as any SQLite reader with write access
 /// would on opening it: true if there was one.

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 pub mod exec;
 pub mod server;
 pub mod spawn;
+pub mod will;
 
 /// Addresses and parameters of one injection, resolved by the front end from `/proc` and ELF.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -65,7 +66,7 @@ pub enum Job {
 
 /// Bytes as one hex string in the JSON sent to an agent: a third of the size of serde's array
 /// of numbers, and quicker to write and read.
-mod hex_bytes {
+pub(crate) mod hex_bytes {
     use serde::{Deserialize, Deserializer, Serializer};
 
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -247,6 +248,30 @@ impl Agents {
             server: early.or_else(|| server::AgentServer::start().ok()),
             timeouts,
         }
+    }
+
+    /// Hand the agent server a [`will::Will`]: what it finishes by itself if this process dies
+    /// before [`Agents::clear_will`]. False when there is no server (agents forked per job end
+    /// with their job): nobody would finish anything.
+    pub fn set_will(&self, w: &will::Will, files: &[std::os::fd::BorrowedFd]) -> bool {
+        self.server.as_ref().is_some_and(|s| s.set_will(w, files))
+    }
+
+    /// Take the will back: the front end did its work itself.
+    pub fn clear_will(&self) {
+        if let Some(s) = &self.server {
+            s.clear_will();
+        }
+    }
+
+    /// The agent server's process id (None without a server).
+    pub fn server_pid(&self) -> Option<i32> {
+        self.server.as_ref().map(server::AgentServer::pid)
+    }
+
+    /// The call timeouts.
+    pub fn timeouts(&self) -> CallTimeouts {
+        self.timeouts
     }
 
     /// Run `job` on `target` in an agent and return its outcome (its steps are logged at debug
@@ -482,7 +507,7 @@ fn place_and_call(
 /// The body of a forked agent: run the job, send the result, exit.
 fn agent_main(target: &Target, job: &Job, timeouts: CallTimeouts, pipe: OwnedFd) -> ! {
     crate::ptrace::block_terminal_signals();
-    agent_job(
+    let _ = agent_job(
         target,
         job,
         timeouts,
@@ -503,11 +528,14 @@ pub(crate) enum Reply {
         /// The number the front end gave the job.
         id: u64,
     },
+    /// Nobody (a job of a [`will::Will`]: its front end is gone).
+    Nowhere,
 }
 
 impl Reply {
     fn send(&mut self, line: &[u8]) {
         match self {
+            Reply::Nowhere => {}
             Reply::Pipe(file) => {
                 let _ = file.write_all(line);
             }
@@ -528,7 +556,8 @@ impl Reply {
 
 /// Run one job on the calling thread and send its result through `reply` (the body of an agent,
 /// whether a server thread or a forked child). The caller has blocked terminal signals.
-fn agent_job(target: &Target, job: &Job, timeouts: CallTimeouts, mut reply: Reply) {
+/// Returns how it ended ([`JobEnd`]).
+fn agent_job(target: &Target, job: &Job, timeouts: CallTimeouts, mut reply: Reply) -> JobEnd {
     // Stops and resumes are cheapest when tracer and tracee share a CPU: this thread moves to
     // the listener's CPU for this job (unless another job's thread already runs there).
     let _pin = crate::ptrace::pin_near(target.pid, target.tid);
@@ -537,8 +566,33 @@ fn agent_job(target: &Target, job: &Job, timeouts: CallTimeouts, mut reply: Repl
         send(&mut reply, o.clone(), Some(e));
         reported = true;
     });
+    let end = JobEnd {
+        done: completed(&outcome, &result),
+        status: outcome.status,
+    };
     if !reported {
         send(&mut reply, outcome, result.as_ref().err());
+    }
+    end
+}
+
+/// How a job ended, as a will needs it ([`will`]): whether it needs nothing more, and what the
+/// injected function returned (None when the call did not complete).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct JobEnd {
+    /// The call ran to its end, or the target is gone ([`completed`]).
+    pub done: bool,
+    /// What the injected function returned.
+    pub status: Option<i32>,
+}
+
+/// Whether a job needs nothing more: its call ran to its end (whatever the function returned),
+/// or its target is gone.
+fn completed(outcome: &Outcome, result: &Result<()>) -> bool {
+    match result {
+        Ok(()) => outcome.status.is_some(),
+        Err(Error::TargetDied { .. } | Error::ProcessGone { .. }) => true,
+        Err(_) => false,
     }
 }
 

@@ -20,9 +20,10 @@
 //! result comes back on the socket as one message tagged with that number: no pipe, no passed
 //! descriptor and no `poll` over many pipes per job.
 
+use super::will::{self, Will};
 use super::{
-    agent_job, outcome_of, parse_tagged, read_result, CallTimeouts, Job, Outcome, Reply, Target,
-    WireResult,
+    agent_job, outcome_of, parse_tagged, read_result, CallTimeouts, Job, JobEnd, Outcome, Reply,
+    Target, WireResult,
 };
 use crate::error::{Error, Result};
 use nix::sys::socket::{
@@ -31,9 +32,9 @@ use nix::sys::socket::{
 };
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// Largest job message (the environment buffer is at most a few hundred KiB).
@@ -51,6 +52,20 @@ struct Request {
     #[serde(default)]
     inline: bool,
 }
+
+/// What the front end sends the server.
+#[derive(Debug, Serialize, Deserialize)]
+enum Message {
+    /// Run a job.
+    Job(Request),
+    /// Set (or, with `append`, extend) the will; the descriptors of its files travel with it.
+    SetWill { will: Will, append: bool },
+    /// The front end finished its work itself: forget the will (and close its files).
+    ClearWill,
+}
+
+/// Most file descriptors passed with one message (SCM_MAX_FD is 253).
+const MAX_FDS: usize = 64;
 
 /// Largest result message (an outcome with its step timings and an error message is well under
 /// 4 KiB; a larger one would be cut and reported as malformed).
@@ -145,27 +160,72 @@ impl AgentServer {
         let Some(sock) = self.sock.as_ref() else {
             return Ok(false);
         };
-        let request = Request {
+        let request = Message::Job(Request {
             target: target.clone(),
             job: job.clone(),
             timeouts,
             reply_id,
             inline,
-        };
+        });
         let bytes = serde_json::to_vec(&request).map_err(|e| Error::Agent {
             pid: target.pid,
             message: e.to_string(),
         })?;
         let fds: Vec<std::os::fd::RawFd> = pipe.iter().map(|p| p.as_raw_fd()).collect();
-        let cmsgs = [ControlMessage::ScmRights(&fds)];
-        let sent = sendmsg::<()>(
-            sock.as_raw_fd(),
-            &[IoSlice::new(&bytes)],
-            if fds.is_empty() { &[] } else { &cmsgs },
-            MsgFlags::MSG_NOSIGNAL,
-            None,
-        );
-        Ok(sent.is_ok())
+        Ok(send_message(sock, &bytes, &fds))
+    }
+
+    /// Hand the server a [`Will`]: what it finishes by itself if this process dies before
+    /// [`AgentServer::clear_will`] (module docs of [`will`]). `files` are the descriptors of
+    /// the will's files, one per item that has a file, in item order. False when the server is
+    /// gone (nobody would finish anything).
+    pub fn set_will(&self, w: &Will, files: &[BorrowedFd]) -> bool {
+        let Some(sock) = self.sock.as_ref() else {
+            return false;
+        };
+        let mut files = files.iter();
+        let mut items = w.items.iter().peekable();
+        let mut append = false;
+        // Several messages when the files are more than one message may carry.
+        while items.peek().is_some() || !append {
+            let mut part = Will {
+                items: Vec::new(),
+                timeouts: w.timeouts,
+            };
+            let mut fds = Vec::new();
+            while let Some(item) = items.next_if(|i| i.file.is_none() || fds.len() < MAX_FDS) {
+                if item.file.is_some() {
+                    match files.next() {
+                        Some(fd) => fds.push(fd.as_raw_fd()),
+                        None => return false,
+                    }
+                }
+                part.items.push(item.clone());
+            }
+            let msg = Message::SetWill { will: part, append };
+            let Ok(bytes) = serde_json::to_vec(&msg) else {
+                return false;
+            };
+            if !send_message(sock, &bytes, &fds) {
+                return false;
+            }
+            append = true;
+        }
+        true
+    }
+
+    /// Take the will back: the front end did its work itself.
+    pub fn clear_will(&self) {
+        if let Some(sock) = self.sock.as_ref() {
+            if let Ok(bytes) = serde_json::to_vec(&Message::ClearWill) {
+                send_message(sock, &bytes, &[]);
+            }
+        }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> i32 {
+        self.pid.as_raw()
     }
 
     /// Run `jobs` with at most `limit` in flight at once, from this one thread: requests go
@@ -235,6 +295,19 @@ impl AgentServer {
     }
 }
 
+/// Send one message with `fds`; false when the server is gone.
+fn send_message(sock: &OwnedFd, bytes: &[u8], fds: &[std::os::fd::RawFd]) -> bool {
+    let cmsgs = [ControlMessage::ScmRights(fds)];
+    sendmsg::<()>(
+        sock.as_raw_fd(),
+        &[IoSlice::new(bytes)],
+        if fds.is_empty() { &[] } else { &cmsgs },
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .is_ok()
+}
+
 impl Drop for AgentServer {
     fn drop(&mut self) {
         // Closing the socket tells the server to exit once its agents are done. An agent that
@@ -264,6 +337,9 @@ struct QueueState {
     idle: usize,
     /// The front end closed the socket: workers exit once the queue is empty.
     closed: bool,
+    /// How each job that ran ended, by target process and kind of job (the last one of each
+    /// counts): a will does not run again what already ran.
+    ran: HashMap<(i32, &'static str), JobEnd>,
 }
 
 impl Queue {
@@ -311,27 +387,101 @@ impl Queue {
 /// A worker: run jobs until the queue closes.
 fn work(queue: &Queue) {
     while let Some(job) = queue.take() {
-        run_job(job);
+        run_job(job, queue);
     }
 }
 
-fn run_job((req, reply): (Request, Reply)) {
-    // A panic unwinds through the job's tracee and injection, which restore and release the
-    // thread; the front end reports the missing result.
-    let job =
-        std::panic::AssertUnwindSafe(|| agent_job(&req.target, &req.job, req.timeouts, reply));
-    let _ = std::panic::catch_unwind(job);
+fn run_job((req, reply): (Request, Reply), queue: &Queue) {
+    let key = (req.target.pid, req.job.name());
+    let end = run_one(&req.target, &req.job, req.timeouts, reply);
+    queue
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .ran
+        .insert(key, end);
+}
+
+/// Run one job; how it ended. A panic unwinds through the job's tracee and injection, which
+/// restore and release the thread; the front end reports the missing result.
+fn run_one(target: &Target, job: &Job, timeouts: CallTimeouts, reply: Reply) -> JobEnd {
+    let job = std::panic::AssertUnwindSafe(|| agent_job(target, job, timeouts, reply));
+    std::panic::catch_unwind(job).unwrap_or_default()
+}
+
+/// A will received, with the files of its items (None for an item without a file).
+#[derive(Default)]
+struct HeldWill {
+    will: Will,
+    files: Vec<Option<std::fs::File>>,
+}
+
+impl HeldWill {
+    /// Add `part` and its descriptors (in item order).
+    fn extend(&mut self, part: Will, fds: Vec<OwnedFd>) {
+        let mut fds = fds.into_iter();
+        for item in part.items {
+            let file = item
+                .file
+                .as_ref()
+                .and_then(|_| fds.next().map(std::fs::File::from));
+            self.files.push(file);
+            self.will.items.push(item);
+        }
+        self.will.timeouts = part.timeouts;
+    }
+
+    /// The front end died: say so in every file.
+    fn announce(&self) {
+        for (item, file) in self.will.items.iter().zip(&self.files) {
+            if let (Some(f), Some(file)) = (&item.file, file) {
+                will::rewrite(file, &f.on_death);
+            }
+        }
+    }
+
+    /// Finish every item (module docs of [`will`]); the files close when this returns.
+    fn execute(self, queue: &Queue) {
+        let ran = std::mem::take(&mut queue.state.lock().unwrap_or_else(|e| e.into_inner()).ran);
+        for (item, file) in self.will.items.iter().zip(&self.files) {
+            let ended = |kind: &str| {
+                ran.iter()
+                    .find(|((pid, k), _)| *pid == item.target.pid && *k == kind)
+                    .map(|(_, end)| *end)
+                    .unwrap_or_default()
+            };
+            let done = match &item.job {
+                None => true,
+                // What it undoes did not happen (or failed): nothing to undo.
+                Some(_)
+                    if item
+                        .only_after
+                        .as_deref()
+                        .is_some_and(|k| ended(k).status != Some(0)) =>
+                {
+                    true
+                }
+                Some(job) if ended(job.name()).done => true,
+                Some(job) => run_one(&item.target, job, self.will.timeouts, Reply::Nowhere).done,
+            };
+            if let (Some(f), Some(file)) = (&item.file, file) {
+                will::rewrite(file, if done { &f.on_success } else { &f.on_failure });
+            }
+        }
+    }
 }
 
 /// The server's loop: receive a job, hand it to an idle worker or a new one.
+// Long because: one receive loop with its message kinds, then the end (and the will).
 fn serve(sock: OwnedFd) -> ! {
     crate::ptrace::block_terminal_signals();
     let sock = Arc::new(sock);
     let mut buf = vec![0u8; MAX_REQUEST];
     let queue = Arc::new(Queue::default());
     let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
+    let mut held: Option<HeldWill> = None;
     loop {
-        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS]);
         let mut iov = [IoSliceMut::new(&mut buf)];
         let received = recvmsg::<()>(
             sock.as_raw_fd(),
@@ -339,15 +489,19 @@ fn serve(sock: OwnedFd) -> ! {
             Some(&mut space),
             MsgFlags::MSG_CMSG_CLOEXEC,
         );
-        let (len, fd) = match received {
+        let (len, fds) = match received {
             Ok(msg) => {
-                let fd = msg.cmsgs().ok().and_then(|mut c| {
-                    c.find_map(|m| match m {
-                        ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
-                        _ => None,
+                let fds: Vec<std::os::fd::RawFd> = msg
+                    .cmsgs()
+                    .map(|c| {
+                        c.flat_map(|m| match m {
+                            ControlMessageOwned::ScmRights(fds) => fds,
+                            _ => Vec::new(),
+                        })
+                        .collect()
                     })
-                });
-                (msg.bytes, fd)
+                    .unwrap_or_default();
+                (msg.bytes, fds)
             }
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => break,
@@ -355,11 +509,25 @@ fn serve(sock: OwnedFd) -> ! {
         if len == 0 {
             break; // the front end closed the socket
         }
-        // The descriptor arrived with the message: nobody else in this process owns it.
-        let fd = fd.map(crate::ptrace::own_fd);
-        let Ok(req) = serde_json::from_slice::<Request>(&buf[..len]) else {
-            continue;
+        // The descriptors arrived with the message: nobody else in this process owns them.
+        let mut fds: Vec<OwnedFd> = fds.into_iter().map(crate::ptrace::own_fd).collect();
+        let req = match serde_json::from_slice::<Message>(&buf[..len]) {
+            Ok(Message::Job(req)) => req,
+            Ok(Message::SetWill { will, append }) => {
+                let h = match held.take() {
+                    Some(h) if append => held.insert(h),
+                    _ => held.insert(HeldWill::default()),
+                };
+                h.extend(will, fds);
+                continue;
+            }
+            Ok(Message::ClearWill) => {
+                held = None;
+                continue;
+            }
+            Err(_) => continue,
         };
+        let fd = (!fds.is_empty()).then(|| fds.swap_remove(0));
         let reply = match (req.reply_id, fd) {
             (Some(id), _) => Reply::Socket {
                 sock: sock.clone(),
@@ -369,7 +537,7 @@ fn serve(sock: OwnedFd) -> ! {
             (None, None) => continue,
         };
         if req.inline {
-            run_job((req, reply));
+            run_job((req, reply), &queue);
             continue;
         }
         if queue.push((req, reply)) {
@@ -383,7 +551,7 @@ fn serve(sock: OwnedFd) -> ! {
                 // With no worker at all the job would wait forever: run it here.
                 Err(_) if workers.is_empty() => {
                     while let Some(job) = queue.try_take() {
-                        run_job(job);
+                        run_job(job, &queue);
                     }
                 }
                 // Otherwise a running worker takes it when it is done.
@@ -391,10 +559,17 @@ fn serve(sock: OwnedFd) -> ! {
             }
         }
     }
+    // The front end is gone. With a will set it died before finishing its work: say so first.
+    if let Some(h) = &held {
+        h.announce();
+    }
     // Let every queued and running job finish: a thread it stopped must be restored first.
     queue.close();
     for handle in workers {
         let _ = handle.join();
+    }
+    if let Some(h) = held {
+        h.execute(&queue);
     }
     crate::ptrace::exit_now(0)
 }
