@@ -22,6 +22,7 @@ mod capi_faults;
 mod checked_input;
 mod claims;
 mod cuda;
+mod cuda_pmc;
 mod cuda_standins;
 mod demo_tool;
 mod diagnostics;

@@ -56,6 +56,8 @@ struct Session {
     sink: Option<Sink>,
     /// Why writing failed during the window.
     sink_error: Option<String>,
+    /// What the counting window counted and cost (`--pmc`), once it stopped.
+    counter_report: Option<crate::pmc::Report>,
 }
 
 /// API names as users know them, from CUPTI's callback names.
@@ -81,6 +83,8 @@ fn write_failed(db: &std::path::Path, e: &str) -> ToolError {
 #[derive(Default)]
 pub struct CuptiBackend {
     session: Option<Session>,
+    /// The counters' process state, kept between sessions (docs/cuda.md, "Counters").
+    counters: Option<crate::pmc::Counters>,
 }
 
 fn kind_name(k: u32) -> &'static str {
@@ -168,7 +172,7 @@ fn cupti_version(c: &Cupti) -> Result<u32, ToolError> {
 /// The activity kinds the plan asks for.
 fn wanted_kinds(plan: &Plan) -> Vec<u32> {
     let mut want = Vec::new();
-    if plan.kernels {
+    if plan.kernels || plan.counters.is_some() {
         want.push(KIND_CONCURRENT_KERNEL);
     }
     if plan.copies {
@@ -256,14 +260,32 @@ impl CuptiBackend {
         let version = cupti_version(c)?;
         let mut sub: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out pointer and callback.
-        let r = unsafe { (c.subscribe)(&mut sub, activity::no_callback, std::ptr::null_mut()) };
+        let r = unsafe {
+            (c.subscribe)(
+                &mut sub,
+                crate::pmc::launches::on_callback,
+                std::ptr::null_mut(),
+            )
+        };
         if r != 0 {
             return Err(cupti_error(c, "cuptiSubscribe", r));
         }
+        let t_counters = Instant::now();
+        if let Err(e) = self.prepare_counters(c, &mut plan) {
+            // SAFETY: sub came from cuptiSubscribe; nothing else was enabled.
+            unsafe { (c.unsubscribe)(sub) };
+            return Err(e);
+        }
+        let counters_setup_us = t_counters.elapsed().as_micros() as u64;
         BUFFER_BYTES.store(plan.buffer_bytes, Ordering::Relaxed);
         promise_zeroed_buffers(c);
         let _ = activity::take_rows();
         let enabled = start_activity(c, sub, &mut plan)?;
+        if plan.counters.is_some() {
+            if let Err(e) = crate::pmc::enable_callbacks(c, sub) {
+                return Err(undo(c, sub, &enabled, e));
+            }
+        }
         let clock = || {
             let mut t = 0u64;
             // SAFETY: valid out pointer.
@@ -283,7 +305,7 @@ impl CuptiBackend {
             extdata: serde_json::json!({}),
             demangle: plan.demangle,
         };
-        let sink = match Sink::create(&plan.db, &cuda, &header) {
+        let mut sink = match Sink::create(&plan.db, &cuda, &header) {
             Ok(s) => s,
             Err(e) => {
                 return Err(undo(
@@ -294,6 +316,13 @@ impl CuptiBackend {
                 ))
             }
         };
+        if let (Some(cp), Some(cs)) = (&plan.counters, self.counters.as_mut()) {
+            sink.set_counters(&cp.counters, !plan.kernels);
+            let plan_arc = std::sync::Arc::new(cp.clone());
+            if let Err(e) = cs.start(c, plan_arc, counters_setup_us) {
+                return Err(undo(c, sub, &enabled, e));
+            }
+        }
         let reply = serde_json::json!({
             "cupti": c.path.display().to_string(),
             "cupti_version": version,
@@ -302,6 +331,9 @@ impl CuptiBackend {
             "enable_us": t0.elapsed().as_micros() as u64,
             "notes": plan.notes,
             "left_out": plan.left_out,
+            "counters": plan.counters.as_ref().map(|cp| {
+                cp.counters.iter().map(|x| [x.name.clone(), x.metric.clone()]).collect::<Vec<_>>()
+            }),
         });
         self.session = Some(Session {
             plan,
@@ -314,12 +346,56 @@ impl CuptiBackend {
             cuda,
             sink: Some(sink),
             sink_error: None,
+            counter_report: None,
         });
         Ok(reply)
     }
 
+    /// Sets the counters up for the plan's `--pmc` (reusing the process's when the metrics are
+    /// the same), adding its notes to the plan; nothing is enabled on a refusal.
+    fn prepare_counters(&mut self, c: &'static Cupti, plan: &mut Plan) -> Result<(), ToolError> {
+        let Some(cp) = &plan.counters else {
+            return Ok(());
+        };
+        match crate::pmc::Counters::prepare(c, cp, self.counters.take()) {
+            Ok((counters, notes)) => {
+                self.counters = Some(counters);
+                plan.notes.extend(notes);
+                Ok(())
+            }
+            Err((e, previous)) => {
+                self.counters = previous;
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends the counting window if it is due (`force`: at detach), handing its values to the
+    /// sink.
+    fn finish_counting(&mut self, force: bool) {
+        let (Some(s), Some(cs)) = (self.session.as_mut(), self.counters.as_mut()) else {
+            return;
+        };
+        if !cs.counting() {
+            return;
+        }
+        if !force && !cs.due() {
+            if let Some(sink) = s.sink.as_mut() {
+                sink.wait_for(crate::pmc::launches::kept_correlations());
+            }
+            return;
+        }
+        if let Some((values, report)) = cs.finish(s.cupti) {
+            if let Some(sink) = s.sink.as_mut() {
+                sink.add_values(values);
+            }
+            s.counter_report = Some(report);
+        }
+    }
+
     /// Writes what CUPTI has delivered since the last tick (rows older than the lag).
     fn do_tick(&mut self) {
+        self.finish_counting(false);
         let Some(s) = self.session.as_mut() else {
             return;
         };
@@ -339,6 +415,7 @@ impl CuptiBackend {
     }
 
     fn do_detach(&mut self) -> Result<serde_json::Value, ToolError> {
+        self.finish_counting(true);
         let Some(s) = self.session.take() else {
             return Err(ToolError::new(
                 Code::Internal,
@@ -383,6 +460,7 @@ impl CuptiBackend {
             "kernels": counts.kernels, "copies": counts.copies, "api": counts.api,
             "allocations": counts.allocations, "dropped": counts.dropped, "late": counts.late,
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
+            "counters": s.counter_report,
         }))
     }
 }
