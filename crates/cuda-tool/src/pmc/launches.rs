@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use crate::metrics::CounterPlan;
 
@@ -35,6 +36,9 @@ pub struct Launch {
     pub ctx: usize,
     /// Whether its values are kept (filters and iteration range).
     pub keep: bool,
+    /// Blocks and threads per block, from the launch's parameters (where CUPTI's parameter
+    /// struct has them): checked against the range's anchor metric.
+    pub grid: Option<(u64, u64)>,
     /// API entry and exit, CUPTI's clock (the counted kernel's record may lack its start).
     pub enter: u64,
     /// See `enter`.
@@ -52,8 +56,29 @@ pub enum StopReason {
     NothingLeft,
 }
 
+/// Where the window is with respect to the range profiler's `Start` and `Stop` calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// `Start` is being called: a launch now may or may not become a range.
+    Starting,
+    /// Between `Start` and `Stop`: every launch is a range.
+    Recording,
+    /// `Stop` is being called: a launch now may or may not become a range.
+    Stopping,
+}
+
 /// The open window.
 pub struct Window {
+    /// See [`Phase`].
+    pub phase: Phase,
+    /// Launches that went on while `Start` was called (the gate timed out), and launches in
+    /// flight when the window opened (seen only at their exit): each may be a range before the
+    /// first recorded one.
+    pub during_start: u64,
+    /// Index of each recorded launch by correlation id.
+    pub index: HashMap<u32, usize>,
+    /// See `during_start`.
+    pub during_stop: u64,
     /// What to keep.
     pub plan: Arc<CounterPlan>,
     /// Contexts counted (their range profiler is started).
@@ -72,6 +97,13 @@ pub struct Window {
 
 static ON: AtomicBool = AtomicBool::new(false);
 static WINDOW: Mutex<Option<Window>> = Mutex::new(None);
+/// Signalled when the window's phase changes: launches wait at the gate while `Start` and
+/// `Stop` are called.
+static GATE: Condvar = Condvar::new();
+
+/// How long a launch waits at the gate at most (then it goes on, counted as uncertain): the
+/// application is never held longer, whatever CUPTI does meanwhile.
+pub const GATE_MS: u64 = 250;
 
 thread_local! {
     static IN_RUNTIME_LAUNCH: Cell<bool> = const { Cell::new(false) };
@@ -81,9 +113,14 @@ fn lock() -> MutexGuard<'static, Option<Window>> {
     WINDOW.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Opens a window: launches are recorded from now on.
+/// Opens a window before `Start` is called: launches are counted as uncertain until
+/// [`started`].
 pub fn open(plan: Arc<CounterPlan>, contexts: Vec<usize>) {
     *lock() = Some(Window {
+        phase: Phase::Starting,
+        during_start: 0,
+        index: HashMap::new(),
+        during_stop: 0,
         plan,
         contexts,
         launches: Vec::new(),
@@ -95,10 +132,27 @@ pub fn open(plan: Arc<CounterPlan>, contexts: Vec<usize>) {
     ON.store(true, Ordering::SeqCst);
 }
 
+/// `Start` returned: launches are recorded from now on (those waiting at the gate go on).
+pub fn started() {
+    if let Some(w) = lock().as_mut() {
+        w.phase = Phase::Recording;
+    }
+    GATE.notify_all();
+}
+
+/// `Stop` is about to be called: launches wait at the gate until [`close`].
+pub fn stopping() {
+    if let Some(w) = lock().as_mut() {
+        w.phase = Phase::Stopping;
+    }
+}
+
 /// Closes the window (after the range profiler stopped): what it recorded.
 pub fn close() -> Option<Window> {
     ON.store(false, Ordering::SeqCst);
-    lock().take()
+    let w = lock().take();
+    GATE.notify_all();
+    w
 }
 
 /// Why recording stopped ([`StopReason::Running`] while it goes on or with no window).
@@ -149,12 +203,55 @@ fn timestamp() -> u64 {
     t
 }
 
+/// Blocks and threads per block of launch callback `cbid`'s parameters: the runtime's
+/// `cudaLaunchKernel*` and `cudaLaunchCooperativeKernel*` and the driver's `cuLaunchKernel*` and
+/// `cuLaunchCooperativeKernel*` start with a pointer then six `unsigned int`s (grid, block);
+/// `cudaLaunchKernelExC*` and `cuLaunchKernelEx*` start with a pointer to a config that starts
+/// with the same six (generated_cuda_runtime_api_meta.h, generated_cuda_meta.h, cuda.h).
+///
+/// # Safety
+/// `params` must be CUPTI's `functionParams` of that callback, or null.
+unsafe fn grid_of(runtime: bool, cbid: u32, params: *const c_void) -> Option<(u64, u64)> {
+    if params.is_null() {
+        return None;
+    }
+    let dims: *const u32 = match (runtime, cbid) {
+        (true, 211 | 214 | 269 | 270) | (false, 307 | 442 | 477 | 478) => {
+            (params as *const u8).add(8) as *const u32
+        }
+        (true, 430 | 431) | (false, 652 | 653) => {
+            let config = *(params as *const *const u32);
+            if config.is_null() {
+                return None;
+            }
+            config
+        }
+        _ => return None,
+    };
+    let d = std::slice::from_raw_parts(dims, 6);
+    let blocks = d[0] as u64 * d[1] as u64 * d[2] as u64;
+    let threads = d[3] as u64 * d[4] as u64 * d[5] as u64;
+    Some((blocks, threads))
+}
+
 impl Window {
-    fn enter(&mut self, d: &CallbackData, name: &str) {
+    fn enter(&mut self, d: &CallbackData, name: &str, grid: Option<(u64, u64)>) {
         let ctx = d.context as usize;
         if !self.contexts.contains(&ctx) {
             return;
         }
+        match self.phase {
+            Phase::Starting => {
+                self.during_start += 1;
+                return;
+            }
+            Phase::Stopping => {
+                self.during_stop += 1;
+                return;
+            }
+            Phase::Recording => {}
+        }
+        self.index.insert(d.correlation_id, self.launches.len());
         if self.stop != StopReason::Running {
             *self.after.entry(ctx).or_default() += 1;
             return;
@@ -167,6 +264,7 @@ impl Window {
             correlation: d.correlation_id,
             ctx,
             keep,
+            grid,
             enter: timestamp(),
             exit: 0,
         });
@@ -177,15 +275,14 @@ impl Window {
         }
     }
 
-    fn exit(&mut self, correlation: u32) {
-        if let Some(l) = self
-            .launches
-            .iter_mut()
-            .rev()
-            .take(64)
-            .find(|l| l.correlation == correlation)
-        {
-            l.exit = timestamp();
+    fn exit(&mut self, ctx: usize, correlation: u32) {
+        match self.index.get(&correlation) {
+            Some(&i) => self.launches[i].exit = timestamp(),
+            // A launch in flight when the window opened: it may have become a range.
+            None if self.contexts.contains(&ctx) && self.launches.is_empty() => {
+                self.during_start += 1
+            }
+            None => {}
         }
     }
 }
@@ -219,6 +316,18 @@ pub unsafe extern "C" fn on_callback(
             IN_RUNTIME_LAUNCH.with(|c| c.set(entering));
         }
         let mut g = lock();
+        // While Start or Stop is called, a launch waits (bounded) so that it is plainly before
+        // or after: the range profiler's own calls then decide nothing about it.
+        if entering {
+            let closed = |w: &mut Option<Window>| {
+                w.as_ref()
+                    .is_some_and(|w| matches!(w.phase, Phase::Starting | Phase::Stopping))
+            };
+            g = match GATE.wait_timeout_while(g, Duration::from_millis(GATE_MS), closed) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
         let Some(w) = g.as_mut() else { return };
         if entering {
             let name = if d.symbol_name.is_null() {
@@ -226,9 +335,9 @@ pub unsafe extern "C" fn on_callback(
             } else {
                 CStr::from_ptr(d.symbol_name).to_string_lossy()
             };
-            w.enter(d, &name);
+            w.enter(d, &name, grid_of(runtime, cbid, d.function_params));
         } else {
-            w.exit(d.correlation_id);
+            w.exit(d.context as usize, d.correlation_id);
         }
     }));
 }

@@ -66,6 +66,8 @@ pub struct Counters {
     metrics: Vec<CString>,
     objects: Vec<Object>,
     max_ranges: usize,
+    /// The metric that checks a range against its launch's grid (maybe added, not written).
+    anchor: Anchor,
     /// The open window's plan and report.
     window: Option<(Arc<CounterPlan>, Report, Instant)>,
 }
@@ -162,10 +164,40 @@ impl Counters {
     /// and the launch callbacks' recording.
     pub fn start(&mut self, c: &crate::cupti::Cupti, plan: Arc<CounterPlan>, setup_us: u64) -> Result<(), ToolError> {
         let t0 = Instant::now();
-        let prof = self.prof;
         let replay = if self.key.1 { profiler::KERNEL_REPLAY } else { profiler::USER_REPLAY };
         let (config, max_ranges) = (self.config.as_ptr(), self.max_ranges);
         let config_size = self.config.len();
+        let contexts = self.objects.iter().map(|o| o.ctx as usize).collect();
+        launches::open(plan.clone(), contexts);
+        let started = self.start_objects(c, replay, config, config_size, max_ranges);
+        if let Err(e) = started {
+            launches::close();
+            return Err(e);
+        }
+        launches::started();
+        let report = Report {
+            metrics: plan.counters.iter().map(|x| (x.name.clone(), x.metric.clone())).collect(),
+            replay: if self.key.1 { "kernel" } else { "user" },
+            passes: self.passes,
+            devices: self.objects.iter().map(|o| o.ordinal).collect(),
+            setup_us,
+            start_us: t0.elapsed().as_micros() as u64,
+            ..Default::default()
+        };
+        self.window = Some((plan, report, Instant::now()));
+        Ok(())
+    }
+
+    /// Resets every image, sets the config and starts every object.
+    fn start_objects(
+        &mut self,
+        c: &crate::cupti::Cupti,
+        replay: i32,
+        config: *const u8,
+        config_size: usize,
+        max_ranges: usize,
+    ) -> Result<(), ToolError> {
+        let prof = self.prof;
         for o in &mut self.objects {
             let (image, size) = o.image_bytes();
             let obj = o.object;
@@ -197,18 +229,6 @@ impl Counters {
                     .map_err(|r| failed("cuptiRangeProfilerStart", c, r))?;
             }
         }
-        let contexts = self.objects.iter().map(|o| o.ctx as usize).collect();
-        let report = Report {
-            metrics: plan.counters.iter().map(|x| (x.name.clone(), x.metric.clone())).collect(),
-            replay: if self.key.1 { "kernel" } else { "user" },
-            passes: self.passes,
-            devices: self.objects.iter().map(|o| o.ordinal).collect(),
-            setup_us,
-            start_us: t0.elapsed().as_micros() as u64,
-            ..Default::default()
-        };
-        launches::open(plan.clone(), contexts);
-        self.window = Some((plan, report, Instant::now()));
         Ok(())
     }
 
@@ -232,6 +252,7 @@ impl Counters {
         let (plan, mut report, started) = self.window.take()?;
         let t0 = Instant::now();
         let prof = self.prof;
+        launches::stopping();
         for o in &self.objects {
             let obj = o.object;
             // SAFETY: a started object of ours.
@@ -255,9 +276,14 @@ impl Counters {
                 let (ranges, dropped) = self.decode(c, i, &mut report);
                 let ctx = self.objects[i].ctx as usize;
                 let mine: Vec<&Launch> = w.launches.iter().filter(|l| l.ctx == ctx).collect();
-                let after = w.after.get(&ctx).copied().unwrap_or(0) as usize;
-                let seen = (ranges.len(), dropped);
-                attribute(&plan, &mine, after, seen, ranges, &mut values, &mut report);
+                let uncertain = Uncertain {
+                    after: w.after.get(&ctx).copied().unwrap_or(0) as usize,
+                    during_start: w.during_start as usize,
+                    during_stop: w.during_stop as usize,
+                    dropped,
+                };
+                let anchor = self.anchor;
+                attribute(&plan, &mine, &uncertain, anchor, ranges, &mut values, &mut report);
             }
         }
         report.kept = values.len();
@@ -317,28 +343,69 @@ impl Counters {
     }
 }
 
-/// Gives range *i* to launch *i* of one context. CUPTI's ranges (decoded plus dropped) should
-/// number the launches recorded plus those seen after recording stopped; when they do not, a
-/// launch in flight at `Start` or `Stop` was or was not counted, and nothing is attributed
-/// (a note says so): no value is ever given to the wrong launch.
+/// What makes range *i* launch *i + x*: launches seen (not recorded) after the budget, while
+/// `Start` and `Stop` were called (each may or may not have become a range), and the ranges
+/// CUPTI dropped.
+struct Uncertain {
+    after: usize,
+    during_start: usize,
+    during_stop: usize,
+    dropped: usize,
+}
+
+
+/// An anchor metric checks that a range is its launch: `(index among the metrics evaluated,
+/// warps (true) or blocks (false))`.
+pub type Anchor = Option<(usize, bool)>;
+
+fn anchor_holds(anchor: Anchor, l: &Launch, values: &[f64]) -> Option<bool> {
+    let (i, warps) = anchor?;
+    let (blocks, threads) = l.grid?;
+    let want = if warps { blocks * threads.div_ceil(32) } else { blocks };
+    Some(values.get(i).is_some_and(|v| *v == want as f64))
+}
+
+/// The offset `x` (range `i + x` is launch `i`). Launches wait at the gate while `Start` is
+/// called, so `x` is 0 unless launches were uncertain there (in flight when the window opened,
+/// or past the gate's time limit): then `x` is at most their number, and the one offset at which
+/// every launch's grid matches its range's anchor metric is taken; `None` when there is no
+/// single such offset. Ranges beyond the recorded launches (after the budget, during `Stop`) and
+/// recorded launches that were not ranges (during `Stop`) are at the end and change nothing.
+fn offset(launches: &[&Launch], u: &Uncertain, anchor: Anchor, ranges: &[Vec<f64>]) -> Option<usize> {
+    let hi = u.during_start.min(ranges.len());
+    let fits = |x: usize| {
+        launches
+            .iter()
+            .zip(ranges.iter().skip(x))
+            .all(|(l, v)| anchor_holds(anchor, l, v) != Some(false))
+    };
+    let candidates: Vec<usize> = (0..=hi).filter(|&x| fits(x)).collect();
+    match candidates.as_slice() {
+        [x] => Some(*x),
+        _ => None,
+    }
+}
+
+/// Gives range *i + x* to launch *i* of one context ([`offset`]); when no single offset fits,
+/// nothing is attributed and a note says why: no value is ever given to the wrong launch.
 fn attribute(
     plan: &CounterPlan,
     launches: &[&Launch],
-    after: usize,
-    (decoded, dropped): (usize, usize),
+    u: &Uncertain,
+    anchor: Anchor,
     ranges: Vec<Vec<f64>>,
     out: &mut HashMap<u32, KernelValues>,
     report: &mut Report,
 ) {
-    let expected = launches.len() + after;
-    let seen = decoded + dropped;
-    if seen != expected {
+    let Some(x) = offset(launches, u, anchor, &ranges) else {
         report.notes.push(format!(
-            "the range profiler returned {seen} ranges for {expected} launches: a launch in flight at Start or Stop was counted or not, so no value of this window is attributed (none is given to the wrong kernel); attach again"
+            "the range profiler returned {} ranges ({} dropped) for {} launches ({} more after the budget, {} during Start, {} during Stop), and no alignment fits{}: no value of this window is attributed, none is given to the wrong kernel; attach again",
+            ranges.len() + u.dropped, u.dropped, launches.len(), u.after, u.during_start, u.during_stop,
+            if anchor.is_some() { " the launches' grids" } else { " (add sm__ctas_launched.sum or SQ_WAVES to check grids)" }
         ));
         return;
-    }
-    for (l, v) in launches.iter().zip(ranges) {
+    };
+    for (l, v) in launches.iter().zip(ranges.into_iter().skip(x)) {
         if !l.keep {
             continue;
         }

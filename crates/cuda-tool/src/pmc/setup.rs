@@ -240,11 +240,7 @@ pub(super) fn create(
     let avail = availability(c, &prof, first_ctx)?;
     let checked = host_config(c, &prof, plan, &chip)?;
     checked.deinit(&prof);
-    let names: Vec<CString> = plan
-        .counters
-        .iter()
-        .map(|x| CString::new(x.metric.as_str()).unwrap_or_default())
-        .collect();
+    let (names, anchor) = with_anchor(c, &prof, plan, &chip, checked.passes);
     let host = config_for(c, &prof, &chip, Some(&avail), &names).map_err(|(e, _)| e)?;
     let mut counters = Counters {
         prof,
@@ -255,6 +251,7 @@ pub(super) fn create(
         metrics: names,
         objects: Vec::new(),
         max_ranges: plan.max_ranges,
+        anchor,
         window: None,
     };
     for (ordinal, ctx) in contexts {
@@ -272,6 +269,42 @@ pub(super) fn create(
         t0.elapsed().as_millis()
     ));
     Ok((counters, notes))
+}
+
+/// The metrics to configure, and the anchor that checks each range against its launch's grid:
+/// the plan's `sm__ctas_launched.sum` or `sm__warps_launched.sum`, else `sm__ctas_launched.sum`
+/// added (evaluated, never written) when it needs no extra pass.
+fn with_anchor(
+    c: &Cupti,
+    prof: &Profiler,
+    plan: &CounterPlan,
+    chip: &CStr,
+    passes: usize,
+) -> (Vec<CString>, super::Anchor) {
+    let mut names: Vec<CString> = plan
+        .counters
+        .iter()
+        .map(|x| CString::new(x.metric.as_str()).unwrap_or_default())
+        .collect();
+    let at = |m: &str| plan.counters.iter().position(|x| x.metric == m);
+    if let Some(i) = at("sm__ctas_launched.sum") {
+        return (names, Some((i, false)));
+    }
+    if let Some(i) = at("sm__warps_launched.sum") {
+        return (names, Some((i, true)));
+    }
+    names.push(CString::new("sm__ctas_launched.sum").expect("no NUL"));
+    let fits = config_for(c, prof, chip, None, &names).is_ok_and(|h| {
+        h.deinit(prof);
+        h.passes <= passes
+    });
+    if fits {
+        let i = names.len() - 1;
+        (names, Some((i, false)))
+    } else {
+        names.pop();
+        (names, None)
+    }
 }
 
 /// Enables a range profiler on `ctx` with a counter data image for the plan's ranges.
