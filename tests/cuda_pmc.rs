@@ -99,9 +99,16 @@ fn pmc_counts_each_kernel_exactly_writes_rocprofv3_csv_and_a_second_session_reus
     );
     // rocprofv3's counter_collection.csv, its columns exactly.
     let csv = std::fs::read_to_string(t.out().join("p_counter_collection.csv")).unwrap();
-    assert_eq!(csv.lines().next().unwrap_or(""), ROCPROFV3_HEADER, "rocprofv3's columns");
+    assert_eq!(
+        csv.lines().next().unwrap_or(""),
+        ROCPROFV3_HEADER,
+        "rocprofv3's columns"
+    );
     assert_eq!(csv.lines().count(), 1 + 60, "{csv}");
-    assert!(csv.contains("\"SQ_WAVES\",864.000000"), "108 blocks of 256: {csv}");
+    assert!(
+        csv.contains("\"SQ_WAVES\",864.000000"),
+        "108 blocks of 256: {csv}"
+    );
     // Counting stopped; the range profiler stays enabled (one Enable per process) and no
     // activity kind is on.
     assert_eq!(field(&t, "counting"), "0", "{}", t.state());
@@ -139,14 +146,29 @@ fn pmc_counts_each_kernel_exactly_writes_rocprofv3_csv_and_a_second_session_reus
         "every kernel traced"
     );
     assert_eq!(field(&t, "counting"), "0", "{}", t.state());
-    assert_eq!(field(&t, "profiler"), "1", "still one object: {}", t.state());
+    assert_eq!(
+        field(&t, "profiler"),
+        "1",
+        "still one object: {}",
+        t.state()
+    );
     // Other counters: the profiler is enabled again, and the session says so.
     let (code, _, third) = session(
         &t,
-        &["--pmc", "SQ_WAVES", "-o", "r", "--attach-duration-msec", "300"],
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "-o",
+            "r",
+            "--attach-duration-msec",
+            "300",
+        ],
     );
     assert_eq!(code, 0, "{third}");
-    assert!(third.contains("is enabled again for these metrics"), "{third}");
+    assert!(
+        third.contains("is enabled again for these metrics"),
+        "{third}"
+    );
     check_exact(&counter_rows(&t.out().join("r_results.db")));
     assert_eq!(field(&t, "profiler"), "1", "one object: {}", t.state());
     assert!(t.alive());
@@ -157,12 +179,21 @@ fn a_multi_pass_set_is_refused_naming_the_passes_and_kernel_replay_collects_it()
     let t = Target::spawn(&[], &[]);
     let (code, _, stderr) = session(
         &t,
-        &["--pmc", "SQ_WAVES", "TCC_HIT", "-o", "m", "--attach-duration-msec", "300"],
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "TCC_HIT",
+            "-o",
+            "m",
+            "--attach-duration-msec",
+            "300",
+        ],
     );
     assert_ne!(code, 0);
     assert!(
         stderr.contains("need 2 passes")
-            && stderr.contains("pass 1: sm__warps_launched.sum; pass 2: lts__t_sectors_lookup_hit.sum")
+            && stderr
+                .contains("pass 1: sm__warps_launched.sum; pass 2: lts__t_sectors_lookup_hit.sum")
             && stderr.contains("--replay-mode kernel"),
         "{stderr}"
     );
@@ -188,14 +219,21 @@ fn a_multi_pass_set_is_refused_naming_the_passes_and_kernel_replay_collects_it()
     assert_eq!(code, 0, "{stderr}");
     let rows = counter_rows(&t.out().join("k_results.db"));
     check_exact(&rows);
-    assert_eq!(rows.len(), 5 * 5 * 2, "5 names x 5 launches (the default) x 2");
+    assert_eq!(
+        rows.len(),
+        5 * 5 * 2,
+        "5 names x 5 launches (the default) x 2"
+    );
     assert!(stderr.contains("kernel replay, 2 pass(es)"), "{stderr}");
 }
 
 #[test]
 fn names_without_an_equivalent_and_denied_counters_are_refused_with_nothing_enabled() {
     let t = Target::spawn(&[], &[("FAKE_CUPTI_PROFILING", "denied")]);
-    let (code, _, stderr) = session(&t, &["--pmc", "SQ_INSTS_VALU", "--attach-duration-msec", "200"]);
+    let (code, _, stderr) = session(
+        &t,
+        &["--pmc", "SQ_INSTS_VALU", "--attach-duration-msec", "200"],
+    );
     assert_ne!(code, 0);
     assert!(
         stderr.contains("no NVIDIA equivalent") && stderr.contains("smsp__inst_executed.sum"),
@@ -203,7 +241,14 @@ fn names_without_an_equivalent_and_denied_counters_are_refused_with_nothing_enab
     );
     let (code, _, stderr) = session(
         &t,
-        &["--pmc", "SQ_WAVES", "-o", "d", "--attach-duration-msec", "200"],
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "-o",
+            "d",
+            "--attach-duration-msec",
+            "200",
+        ],
     );
     assert_ne!(code, 0);
     assert!(
@@ -215,7 +260,17 @@ fn names_without_an_equivalent_and_denied_counters_are_refused_with_nothing_enab
     assert_eq!(field(&t, "profiler"), "0", "{}", t.state());
     assert_eq!(field(&t, "subscribed"), "0", "{}", t.state());
     // The process is still served: tracing works.
-    let run = start(&t, &["--kernel-trace", "-o", "after", "--attach-duration-msec", "200"], &[]);
+    let run = start(
+        &t,
+        &[
+            "--kernel-trace",
+            "-o",
+            "after",
+            "--attach-duration-msec",
+            "200",
+        ],
+        &[],
+    );
     let (code, _, stderr) = run.finish();
     assert_eq!(code, 0, "{stderr}");
 }

@@ -258,18 +258,7 @@ impl CuptiBackend {
         let c = Self::load(&plan)?;
         note_cupti_in_use(&mut plan, c);
         let version = cupti_version(c)?;
-        let mut sub: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid out pointer and callback.
-        let r = unsafe {
-            (c.subscribe)(
-                &mut sub,
-                crate::pmc::launches::on_callback,
-                std::ptr::null_mut(),
-            )
-        };
-        if r != 0 {
-            return Err(cupti_error(c, "cuptiSubscribe", r));
-        }
+        let sub = subscribe(c)?;
         let t_counters = Instant::now();
         if let Err(e) = self.prepare_counters(c, &mut plan) {
             // SAFETY: sub came from cuptiSubscribe; nothing else was enabled.
@@ -282,20 +271,12 @@ impl CuptiBackend {
         let _ = activity::take_rows();
         let enabled = start_activity(c, sub, &mut plan)?;
         if plan.counters.is_some() {
-            if let Err(e) = crate::pmc::enable_callbacks(c, sub) {
+            // SAFETY: sub came from this CUPTI's cuptiSubscribe and is subscribed.
+            if let Err(e) = unsafe { crate::pmc::enable_callbacks(c, sub) } {
                 return Err(undo(c, sub, &enabled, e));
             }
         }
-        let clock = || {
-            let mut t = 0u64;
-            // SAFETY: valid out pointer.
-            (unsafe { (c.get_timestamp)(&mut t) } == 0).then_some(t)
-        };
-        let (offset, offset_width) = clock_offset(&clock).unwrap_or_else(|| {
-            plan.notes
-                .push("cuptiGetTimestamp failed: timestamps are CUPTI's clock".into());
-            (0, 0)
-        });
+        let (offset, offset_width) = session_clock(c, &mut plan);
         let cuda = cuda::query();
         let init = boottime_ns();
         let header = SessionInfo {
@@ -316,12 +297,8 @@ impl CuptiBackend {
                 ))
             }
         };
-        if let (Some(cp), Some(cs)) = (&plan.counters, self.counters.as_mut()) {
-            sink.set_counters(&cp.counters, !plan.kernels);
-            let plan_arc = std::sync::Arc::new(cp.clone());
-            if let Err(e) = cs.start(c, plan_arc, counters_setup_us) {
-                return Err(undo(c, sub, &enabled, e));
-            }
+        if let Err(e) = self.start_counting(c, &plan, &mut sink, counters_setup_us) {
+            return Err(undo(c, sub, &enabled, e));
         }
         let reply = serde_json::json!({
             "cupti": c.path.display().to_string(),
@@ -351,6 +328,21 @@ impl CuptiBackend {
         Ok(reply)
     }
 
+    /// Opens the counting window of the plan's `--pmc` (kernel rows then carry its counters).
+    fn start_counting(
+        &mut self,
+        c: &'static Cupti,
+        plan: &Plan,
+        sink: &mut Sink,
+        setup_us: u64,
+    ) -> Result<(), ToolError> {
+        let (Some(cp), Some(cs)) = (&plan.counters, self.counters.as_mut()) else {
+            return Ok(());
+        };
+        sink.set_counters(&cp.counters, !plan.kernels);
+        cs.start(c, std::sync::Arc::new(cp.clone()), setup_us)
+    }
+
     /// Sets the counters up for the plan's `--pmc` (reusing the process's when the metrics are
     /// the same), adding its notes to the plan; nothing is enabled on a refusal.
     fn prepare_counters(&mut self, c: &'static Cupti, plan: &mut Plan) -> Result<(), ToolError> {
@@ -364,7 +356,7 @@ impl CuptiBackend {
                 Ok(())
             }
             Err((e, previous)) => {
-                self.counters = previous;
+                self.counters = previous.map(|b| *b);
                 Err(e)
             }
         }
@@ -463,6 +455,38 @@ impl CuptiBackend {
             "counters": s.counter_report,
         }))
     }
+}
+
+/// Subscribes the tool (its callback records launches while counters are collected).
+fn subscribe(c: &Cupti) -> Result<*mut c_void, ToolError> {
+    let mut sub: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid out pointer and callback.
+    let r = unsafe {
+        (c.subscribe)(
+            &mut sub,
+            crate::pmc::launches::on_callback,
+            std::ptr::null_mut(),
+        )
+    };
+    match r {
+        0 => Ok(sub),
+        r => Err(cupti_error(c, "cuptiSubscribe", r)),
+    }
+}
+
+/// The offset from CUPTI's clock to `CLOCK_BOOTTIME` and its uncertainty (0 with a note when
+/// CUPTI's clock cannot be read).
+fn session_clock(c: &Cupti, plan: &mut Plan) -> (i64, i64) {
+    let clock = || {
+        let mut t = 0u64;
+        // SAFETY: valid out pointer.
+        (unsafe { (c.get_timestamp)(&mut t) } == 0).then_some(t)
+    };
+    clock_offset(&clock).unwrap_or_else(|| {
+        plan.notes
+            .push("cuptiGetTimestamp failed: timestamps are CUPTI's clock".into());
+        (0, 0)
+    })
 }
 
 /// Tells CUPTI our buffers come zeroed (fresh ones from the allocator, reused ones cleared as

@@ -227,7 +227,10 @@ pub fn active_primary_contexts() -> Result<Vec<(i32, *mut c_void)>, String> {
         f("cuDevicePrimaryCtxRetain"),
     );
     if [count, get, state, retain].iter().any(|p| p.is_null()) {
-        return Err(format!("{} lacks the primary context functions", path.display()));
+        return Err(format!(
+            "{} lacks the primary context functions",
+            path.display()
+        ));
     }
     type State = unsafe extern "C" fn(c_int, *mut u32, *mut c_int) -> c_int;
     type Retain = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
@@ -244,14 +247,20 @@ pub fn active_primary_contexts() -> Result<Vec<(i32, *mut c_void)>, String> {
         }
         for ordinal in 0..n.clamp(0, 64) {
             let (mut dev, mut flags, mut active) = (0, 0u32, 0);
-            if get(&mut dev, ordinal) != 0 || state(dev, &mut flags, &mut active) != 0 || active == 0
+            if get(&mut dev, ordinal) != 0
+                || state(dev, &mut flags, &mut active) != 0
+                || active == 0
             {
                 continue;
             }
             let mut ctx = std::ptr::null_mut();
             match retain(&mut ctx, dev) {
                 0 if !ctx.is_null() => out.push((ordinal, ctx)),
-                r => return Err(format!("cuDevicePrimaryCtxRetain({ordinal}) returned CUresult {r}")),
+                r => {
+                    return Err(format!(
+                        "cuDevicePrimaryCtxRetain({ordinal}) returned CUresult {r}"
+                    ))
+                }
             }
         }
     }

@@ -148,7 +148,10 @@ pub fn resolve(name: &str) -> Result<Counter, ToolError> {
 /// `ROCPROF_COUNTER_GROUPS`: names split on spaces and commas.
 pub fn parse_names(value: &str) -> Vec<String> {
     let v = value.trim();
-    let v = v.strip_prefix("pmc:").or(v.strip_prefix("spm:")).unwrap_or(v);
+    let v = v
+        .strip_prefix("pmc:")
+        .or(v.strip_prefix("spm:"))
+        .unwrap_or(v);
     v.split(|c: char| c.is_whitespace() || c == ',')
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
@@ -266,8 +269,18 @@ pub fn counter_plan(
     Ok(Some(CounterPlan {
         counters,
         kernel_replay,
-        include: regex_setting(env, "ROCPROF_KERNEL_FILTER_INCLUDE_REGEX", ".*", "--kernel-include-regex")?,
-        exclude: regex_setting(env, "ROCPROF_KERNEL_FILTER_EXCLUDE_REGEX", "", "--kernel-exclude-regex")?,
+        include: regex_setting(
+            env,
+            "ROCPROF_KERNEL_FILTER_INCLUDE_REGEX",
+            ".*",
+            "--kernel-include-regex",
+        )?,
+        exclude: regex_setting(
+            env,
+            "ROCPROF_KERNEL_FILTER_EXCLUDE_REGEX",
+            "",
+            "--kernel-exclude-regex",
+        )?,
         default_iterations: given.is_none(),
         iterations: given.unwrap_or(vec![(1, DEFAULT_LAUNCHES_PER_KERNEL)]),
         max_ranges: DEFAULT_MAX_RANGES,
@@ -304,10 +317,7 @@ mod tests {
             parse_names("pmc: SQ_WAVES GRBM_COUNT,x__y"),
             ["SQ_WAVES", "GRBM_COUNT", "x__y"]
         );
-        assert_eq!(
-            parse_iterations("[1-5]").unwrap(),
-            Some(vec![(1, 5)])
-        );
+        assert_eq!(parse_iterations("[1-5]").unwrap(), Some(vec![(1, 5)]));
         assert_eq!(
             parse_iterations("[1,3-4], [9]").unwrap(),
             Some(vec![(1, 1), (3, 4), (9, 9)])

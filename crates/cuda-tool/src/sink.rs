@@ -255,7 +255,9 @@ impl Sink {
         let (waiting, values) = (&self.waiting, &self.values);
         let (wait, now): (Vec<_>, Vec<_>) = ready(&mut self.held.kernels, limit, |k| k.start)
             .into_iter()
-            .partition(|k| waiting.contains(&k.correlation) && !values.contains_key(&k.correlation));
+            .partition(|k| {
+                waiting.contains(&k.correlation) && !values.contains_key(&k.correlation)
+            });
         self.held.kernels.extend(wait);
         for k in now {
             self.kernel(&k)?;

@@ -75,9 +75,9 @@ fn cupti_flags() -> (Vec<String>, Vec<PathBuf>) {
         "cupti_profiler_host.h",
         "cupti_profiler_target.h",
     ]
-        .iter()
-        .map(|h| inc.join(h))
-        .collect();
+    .iter()
+    .map(|h| inc.join(h))
+    .collect();
     (flags, inputs)
 }
 

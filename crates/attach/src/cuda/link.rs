@@ -159,7 +159,13 @@ impl CounterReport {
         let names: Vec<String> = self
             .metrics
             .iter()
-            .map(|(n, m)| if n == m { n.clone() } else { format!("{n} ({m})") })
+            .map(|(n, m)| {
+                if n == m {
+                    n.clone()
+                } else {
+                    format!("{n} ({m})")
+                }
+            })
             .collect();
         let why = match self.stopped_by.as_str() {
             "budget" => "the per-window budget of counted launches was reached",
@@ -474,7 +480,10 @@ mod tests {
         let mut env = EnvList::default();
         env.set("ROCPROF_COUNTER_COLLECTION", "1");
         env.set("ROCPROF_COUNTERS", "pmc: SQ_WAVES");
-        assert!(refuse_unsupported(1, &env).is_ok(), "--pmc alone is counted");
+        assert!(
+            refuse_unsupported(1, &env).is_ok(),
+            "--pmc alone is counted"
+        );
         let mut env = EnvList::default();
         env.set("ROCPROF_SCRATCH_MEMORY_TRACE", "1");
         let e = refuse_unsupported(1, &env).unwrap_err().to_string();

@@ -303,7 +303,8 @@ pub unsafe extern "C" fn on_callback(
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let runtime = domain == crate::cupti::CUPTI_CB_DOMAIN_RUNTIME_API;
         let driver = domain == crate::cupti::CUPTI_CB_DOMAIN_DRIVER_API;
-        if !(runtime && RUNTIME_LAUNCHES.contains(&cbid) || driver && DRIVER_LAUNCHES.contains(&cbid))
+        if !(runtime && RUNTIME_LAUNCHES.contains(&cbid)
+            || driver && DRIVER_LAUNCHES.contains(&cbid))
         {
             return;
         }

@@ -39,6 +39,10 @@ pub struct KernelValues {
     pub exit: u64,
 }
 
+/// The process's counters and the session's notes, or the refusal with the previous counters
+/// given back untouched.
+pub type Prepared = Result<(Counters, Vec<String>), (ToolError, Option<Box<Counters>>)>;
+
 /// A range profiler enabled on one context.
 struct Object {
     ordinal: i32,
@@ -109,7 +113,10 @@ pub struct Report {
 }
 
 /// Enables the tool's launch callbacks on subscriber `sub` (runtime and driver launches).
-pub fn enable_callbacks(c: &crate::cupti::Cupti, sub: *mut c_void) -> Result<(), ToolError> {
+///
+/// # Safety
+/// `sub` must come from `cuptiSubscribe` of `c` and still be subscribed.
+pub unsafe fn enable_callbacks(c: &crate::cupti::Cupti, sub: *mut c_void) -> Result<(), ToolError> {
     let Some(enable) = c.enable_callback else {
         return Err(ToolError::new(
             Code::CuptiOld,
@@ -117,15 +124,25 @@ pub fn enable_callbacks(c: &crate::cupti::Cupti, sub: *mut c_void) -> Result<(),
         ));
     };
     let domains = [
-        (crate::cupti::CUPTI_CB_DOMAIN_RUNTIME_API, &launches::RUNTIME_LAUNCHES[..]),
-        (crate::cupti::CUPTI_CB_DOMAIN_DRIVER_API, &launches::DRIVER_LAUNCHES[..]),
+        (
+            crate::cupti::CUPTI_CB_DOMAIN_RUNTIME_API,
+            &launches::RUNTIME_LAUNCHES[..],
+        ),
+        (
+            crate::cupti::CUPTI_CB_DOMAIN_DRIVER_API,
+            &launches::DRIVER_LAUNCHES[..],
+        ),
     ];
     for (domain, cbids) in domains {
         for &cbid in cbids {
             // SAFETY: sub came from cuptiSubscribe.
             let r = unsafe { enable(1, sub, domain, cbid) };
             if r != 0 {
-                return Err(failed(&format!("cuptiEnableCallback({domain}, {cbid})"), c, r));
+                return Err(failed(
+                    &format!("cuptiEnableCallback({domain}, {cbid})"),
+                    c,
+                    r,
+                ));
             }
         }
     }
@@ -146,9 +163,12 @@ impl Counters {
         c: &crate::cupti::Cupti,
         plan: &CounterPlan,
         previous: Option<Counters>,
-    ) -> Result<(Counters, Vec<String>), (ToolError, Option<Counters>)> {
+    ) -> Prepared {
         let key = (
-            plan.counters.iter().map(|x| x.metric.clone()).collect::<Vec<_>>(),
+            plan.counters
+                .iter()
+                .map(|x| x.metric.clone())
+                .collect::<Vec<_>>(),
             plan.kernel_replay,
         );
         if let Some(p) = previous {
@@ -162,9 +182,18 @@ impl Counters {
 
     /// Opens a counting window: resets every image, sets the config, starts the range profilers
     /// and the launch callbacks' recording.
-    pub fn start(&mut self, c: &crate::cupti::Cupti, plan: Arc<CounterPlan>, setup_us: u64) -> Result<(), ToolError> {
+    pub fn start(
+        &mut self,
+        c: &crate::cupti::Cupti,
+        plan: Arc<CounterPlan>,
+        setup_us: u64,
+    ) -> Result<(), ToolError> {
         let t0 = Instant::now();
-        let replay = if self.key.1 { profiler::KERNEL_REPLAY } else { profiler::USER_REPLAY };
+        let replay = if self.key.1 {
+            profiler::KERNEL_REPLAY
+        } else {
+            profiler::USER_REPLAY
+        };
         let (config, max_ranges) = (self.config.as_ptr(), self.max_ranges);
         let config_size = self.config.len();
         let contexts = self.objects.iter().map(|o| o.ctx as usize).collect();
@@ -176,7 +205,11 @@ impl Counters {
         }
         launches::started();
         let report = Report {
-            metrics: plan.counters.iter().map(|x| (x.name.clone(), x.metric.clone())).collect(),
+            metrics: plan
+                .counters
+                .iter()
+                .map(|x| (x.name.clone(), x.metric.clone()))
+                .collect(),
             replay: if self.key.1 { "kernel" } else { "user" },
             passes: self.passes,
             devices: self.objects.iter().map(|o| o.ordinal).collect(),
@@ -256,8 +289,13 @@ impl Counters {
         for o in &self.objects {
             let obj = o.object;
             // SAFETY: a started object of ours.
-            if let Err(r) = unsafe { profiler::call(prof.rp_stop, |p| p.p_range_profiler_object = obj) } {
-                report.notes.push(format!("cuptiRangeProfilerStop failed with {}", c.describe(r)));
+            if let Err(r) =
+                unsafe { profiler::call(prof.rp_stop, |p| p.p_range_profiler_object = obj) }
+            {
+                report.notes.push(format!(
+                    "cuptiRangeProfilerStop failed with {}",
+                    c.describe(r)
+                ));
             }
         }
         let window = launches::close();
@@ -283,7 +321,15 @@ impl Counters {
                     dropped,
                 };
                 let anchor = self.anchor;
-                attribute(&plan, &mine, &uncertain, anchor, ranges, &mut values, &mut report);
+                attribute(
+                    &plan,
+                    &mine,
+                    &uncertain,
+                    anchor,
+                    ranges,
+                    &mut values,
+                    &mut report,
+                );
             }
         }
         report.kept = values.len();
@@ -307,10 +353,14 @@ impl Counters {
         let (image, size) = o.image_bytes();
         // SAFETY: a stopped object of ours and its image; `names` outlives the calls.
         unsafe {
-            let dropped = match profiler::call(prof.rp_decode, |p| p.p_range_profiler_object = obj) {
+            let dropped = match profiler::call(prof.rp_decode, |p| p.p_range_profiler_object = obj)
+            {
                 Ok(p) => p.num_of_range_dropped,
                 Err(r) => {
-                    report.notes.push(format!("cuptiRangeProfilerDecodeData failed with {}: no values", c.describe(r)));
+                    report.notes.push(format!(
+                        "cuptiRangeProfilerDecodeData failed with {}: no values",
+                        c.describe(r)
+                    ));
                     return (Vec::new(), 0);
                 }
             };
@@ -353,7 +403,6 @@ struct Uncertain {
     dropped: usize,
 }
 
-
 /// An anchor metric checks that a range is its launch: `(index among the metrics evaluated,
 /// warps (true) or blocks (false))`.
 pub type Anchor = Option<(usize, bool)>;
@@ -361,7 +410,11 @@ pub type Anchor = Option<(usize, bool)>;
 fn anchor_holds(anchor: Anchor, l: &Launch, values: &[f64]) -> Option<bool> {
     let (i, warps) = anchor?;
     let (blocks, threads) = l.grid?;
-    let want = if warps { blocks * threads.div_ceil(32) } else { blocks };
+    let want = if warps {
+        blocks * threads.div_ceil(32)
+    } else {
+        blocks
+    };
     Some(values.get(i).is_some_and(|v| *v == want as f64))
 }
 
@@ -371,7 +424,12 @@ fn anchor_holds(anchor: Anchor, l: &Launch, values: &[f64]) -> Option<bool> {
 /// every launch's grid matches its range's anchor metric is taken; `None` when there is no
 /// single such offset. Ranges beyond the recorded launches (after the budget, during `Stop`) and
 /// recorded launches that were not ranges (during `Stop`) are at the end and change nothing.
-fn offset(launches: &[&Launch], u: &Uncertain, anchor: Anchor, ranges: &[Vec<f64>]) -> Option<usize> {
+fn offset(
+    launches: &[&Launch],
+    u: &Uncertain,
+    anchor: Anchor,
+    ranges: &[Vec<f64>],
+) -> Option<usize> {
     let hi = u.during_start.min(ranges.len());
     let fits = |x: usize| {
         launches

@@ -21,7 +21,8 @@ pub(crate) fn denied(c: &Cupti, what: &str, r: i32) -> ToolError {
 }
 
 fn refuse_or_fail(c: &Cupti, what: &str, r: i32) -> ToolError {
-    if r == profiler::INSUFFICIENT_PRIVILEGES || r == profiler::VIRTUALIZED_INSUFFICIENT_PRIVILEGES {
+    if r == profiler::INSUFFICIENT_PRIVILEGES || r == profiler::VIRTUALIZED_INSUFFICIENT_PRIVILEGES
+    {
         denied(c, what, r)
     } else {
         failed(what, c, r)
@@ -35,11 +36,11 @@ pub(super) fn replace(
     plan: &CounterPlan,
     key: Key,
     previous: Counters,
-) -> Result<(Counters, Vec<String>), (ToolError, Option<Counters>)> {
+) -> super::Prepared {
     // Check the new metrics first, with the previous objects still enabled.
     let host = match host_config(c, &previous.prof, plan, &previous_chip(c, &previous)) {
         Ok(h) => h,
-        Err(e) => return Err((e, Some(previous))),
+        Err(e) => return Err((e, Some(Box::new(previous)))),
     };
     host.deinit(&previous.prof);
     let notes = vec![format!(
@@ -60,10 +61,18 @@ pub(crate) fn disable(counters: Counters) {
     for o in &counters.objects {
         let obj = o.object;
         // SAFETY: an enabled object of ours.
-        let _ = unsafe { profiler::call(counters.prof.rp_disable, |p| p.p_range_profiler_object = obj) };
+        let _ = unsafe {
+            profiler::call(counters.prof.rp_disable, |p| {
+                p.p_range_profiler_object = obj
+            })
+        };
     }
     // SAFETY: our host object.
-    let _ = unsafe { profiler::call(counters.prof.host_deinitialize, |p| p.p_host_object = counters.host) };
+    let _ = unsafe {
+        profiler::call(counters.prof.host_deinitialize, |p| {
+            p.p_host_object = counters.host
+        })
+    };
 }
 
 /// A configured host object.
@@ -83,7 +92,8 @@ impl Host {
 fn chip_name(c: &Cupti, prof: &Profiler, ordinal: i32) -> Result<CString, ToolError> {
     // SAFETY: plain calls with valid parameter structs.
     unsafe {
-        profiler::call(prof.initialize, |_| {}).map_err(|r| failed("cuptiProfilerInitialize", c, r))?;
+        profiler::call(prof.initialize, |_| {})
+            .map_err(|r| failed("cuptiProfilerInitialize", c, r))?;
         let p = profiler::call(prof.chip_name, |p| p.device_index = ordinal as usize)
             .map_err(|r| failed("cuptiDeviceGetChipName", c, r))?;
         if p.p_chip_name.is_null() {
@@ -128,7 +138,11 @@ fn config_for(
         })
         .map_err(|r| (failed("cuptiProfilerHostInitialize", c, r), None))?
         .p_host_object;
-        let host = Host { host: h, config: Vec::new(), passes: 0 };
+        let host = Host {
+            host: h,
+            config: Vec::new(),
+            passes: 0,
+        };
         for (i, n) in names.iter().enumerate() {
             let ptr: *const c_char = n.as_ptr();
             if let Err(r) = profiler::call(prof.host_add_metrics, |p| {
@@ -156,13 +170,22 @@ fn config_for(
         })
         .map_err(|r| (failed("cuptiProfilerHostGetNumOfPasses", c, r), None))?
         .num_of_passes;
-        Ok(Host { host: h, config, passes })
+        Ok(Host {
+            host: h,
+            config,
+            passes,
+        })
     }
 }
 
 /// The host config for the plan, refused (naming the metric) when CUPTI does not know a name
 /// and (naming the passes) when it needs several passes without kernel replay.
-fn host_config(c: &Cupti, prof: &Profiler, plan: &CounterPlan, chip: &CStr) -> Result<Host, ToolError> {
+fn host_config(
+    c: &Cupti,
+    prof: &Profiler,
+    plan: &CounterPlan,
+    chip: &CStr,
+) -> Result<Host, ToolError> {
     let names: Vec<CString> = plan
         .counters
         .iter()
@@ -224,7 +247,11 @@ pub(super) fn create(
     let prof = c.profiler.clone().map_err(|missing| {
         ToolError::new(
             Code::CuptiOld,
-            format!("{} lacks {}: counters need the CUPTI of CUDA 12.6 or newer (ROCPROF_ATTACH_CUPTI)", c.path.display(), missing.join(", ")),
+            format!(
+                "{} lacks {}: counters need the CUPTI of CUDA 12.6 or newer (ROCPROF_ATTACH_CUPTI)",
+                c.path.display(),
+                missing.join(", ")
+            ),
         )
     })?;
     let t0 = Instant::now();
@@ -308,7 +335,12 @@ fn with_anchor(
 }
 
 /// Enables a range profiler on `ctx` with a counter data image for the plan's ranges.
-fn enable(c: &Cupti, counters: &Counters, ordinal: i32, ctx: *mut c_void) -> Result<Object, ToolError> {
+fn enable(
+    c: &Cupti,
+    counters: &Counters,
+    ordinal: i32,
+    ctx: *mut c_void,
+) -> Result<Object, ToolError> {
     let prof = &counters.prof;
     let names: Vec<*const c_char> = counters.metrics.iter().map(|m| m.as_ptr()).collect();
     // SAFETY: valid parameter structs; `names` outlives the calls.
