@@ -48,12 +48,17 @@
 //!   CUPTI activity kinds enabled: kernel trace → `CONCURRENT_KERNEL`; memory copy trace →
 //!   `MEMCPY` and `MEMSET`; HIP runtime API trace → `RUNTIME`;
 //!   `ROCPROF_ATTACH_CUDA_DRIVER_API=1` → `DRIVER` (with or without the runtime); memory allocation trace → `MEMORY2`; marker trace →
-//!   `MARKER` (NVTX). Reply: `ok {"cupti":path,"cupti_version":N,"driver_version":N,
-//!   "kinds":[...],"enable_us":N,"notes":[...]}`.
+//!   `MARKER` (NVTX). `ROCPROF_COUNTER_COLLECTION=1` with `ROCPROF_COUNTERS=pmc: A B` (or
+//!   `ROCPROF_KERNEL_REPLAY=1` with `ROCPROF_COUNTER_GROUPS`) collects per-kernel counters
+//!   through the range profiler ([`crate::pmc`], names by [`crate::metrics`]), the kernel filters
+//!   (`ROCPROF_KERNEL_FILTER_INCLUDE_REGEX`, `_EXCLUDE_REGEX`, `_RANGE`) choosing what is kept.
+//!   Reply: `ok {"cupti":path,"cupti_version":N,"driver_version":N,
+//!   "kinds":[...],"enable_us":N,"notes":[...],"counters":[[name,metric],...]|null}`.
 //! - `detach\n`: flush (`cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)`), disable
 //!   every enabled kind, flush again, unsubscribe, write one rocpd database at
 //!   `ROCPROF_ATTACH_DB`. Reply: `ok {"db":path,"kernels":N,"copies":N,"api":N,
-//!   "allocations":N,"dropped":N,"flush_us":N,"write_us":N}`.
+//!   "allocations":N,"dropped":N,"flush_us":N,"write_us":N,"counters":{...}|null}` (what the
+//!   counting window counted and cost: [`crate::pmc::Report`]).
 //! - When the connection ends (EOF or error) while attached, the tool detaches anyway (flush,
 //!   disable, write the database) and goes back to `accept`.
 //!
@@ -61,8 +66,9 @@
 //! concurrent connection, or a second `attach` on an attached connection), `cupti-missing`,
 //! `cupti-held` (CUPTI error 39 from `cuptiSubscribe`, `cuptiActivityRegisterCallbacks` or
 //! `cuptiActivityEnable`: another profiler holds CUPTI), `cupti-old` (`cuptiGetVersion` below
-//! 18 = CUDA 12.0, or a CUPTI function missing), `unsupported` (an option CUDA cannot do such
-//! as counters or PC sampling, no tracing option at all, a bad `ROCPROF_ATTACH_DB` or
+//! 18 = CUDA 12.0, or a CUPTI function missing), `counters-denied` (the driver or sandbox denies
+//! GPU counters), `unsupported` (an option CUDA cannot do such as SPM or PC sampling, a counter
+//! with no NVIDIA equivalent or a set needing several passes, no tracing option at all, a bad `ROCPROF_ATTACH_DB` or
 //! `ROCPROF_ATTACH_BUFFER_BYTES`, an unknown message), `permission` (peer check), `internal`
 //! (`detach` while not attached, the database directory not writable by the target, the
 //! database write failed, a message over 1 MiB, any other CUPTI failure).
