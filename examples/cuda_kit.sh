@@ -4,13 +4,14 @@
 #   examples/cuda_kit.sh prepare KIT     # here: release rocprof-attach, the CUDA tool library,
 #                                        # the training loop and the proof driver
 #   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
-#                                        # cycles million ddp (default: all but transformer, ddp;
-#                                        # ddp needs 2 GPUs)
+#                                        # cycles million ddp pmc pmctorch (default: all but
+#                                        # transformer, ddp, pmc, pmctorch; ddp needs 2 GPUs;
+#                                        # pmc and pmctorch need counters: they check ncu first)
 #
 # Results go to $OUT (default /tmp/out)/cuda_proof.md.
 set -u
 cmd=${1:-}; K=${2:-}
-[ -n "$cmd" ] && [ -n "$K" ] || { sed -n 2,9p "$0"; exit 2; }
+[ -n "$cmd" ] && [ -n "$K" ] || { sed -n 2,10p "$0"; exit 2; }
 case "$cmd" in
 prepare)
   set -e
@@ -19,7 +20,8 @@ prepare)
   (cd "$R" && ROCPROF_ATTACH_OTF2=${ROCPROF_ATTACH_OTF2:-off} cargo build --release -p rocprof-attach -p rocprof-cuda-tool)
   cp "$R/target/release/rocprof-attach" "$R/target/release/librocprof_cuda_tool.so" "$K/"
   gcc -O2 -shared -fPIC -o "$K/libcupti_floor.so" "$R/examples/cuda/cupti_floor.c" -ldl
-  cp "$R/examples/cuda/train.py" "$R/examples/cuda/ddp.py" "$R/examples/cuda/proof.py" "$R/examples/cuda_kit.sh" "$K/"
+  cp "$R/examples/cuda/train.py" "$R/examples/cuda/ddp.py" "$R/examples/cuda/proof.py" \
+     "$R/examples/cuda/proof_counters.py" "$R/examples/cuda/grids.cu" "$R/examples/cuda_kit.sh" "$K/"
   du -sh "$K"
   ;;
 run)
@@ -29,5 +31,5 @@ run)
   mkdir -p "$OUT"
   cd /tmp && python3 "$K/proof.py" "$@"
   ;;
-*) sed -n 2,9p "$0"; exit 2 ;;
+*) sed -n 2,10p "$0"; exit 2 ;;
 esac

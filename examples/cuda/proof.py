@@ -9,6 +9,7 @@ Phases (each a plain `python3 train.py`, started with no profiler opt-in):
              the same windows with torch.profiler (CUDA activity) for comparison
   cycles   : 100 attach/detach cycles on one process: alive, threads and RSS
   million  : a window with >= 1 M kernel records: detach (write) and convert -f pftrace times
+  pmc, pmctorch : counters (--pmc), in proof_counters.py
 """
 import json
 import os
@@ -293,6 +294,13 @@ def main():
         phase_million()
     if "ddp" in which:
         phase_ddp()
+    if "pmc" in which or "pmctorch" in which:
+        sys.path.insert(0, K)
+        import proof_counters
+        if "pmc" in which:
+            proof_counters.phase_pmc(K, say)
+        if "pmctorch" in which:
+            proof_counters.phase_pmctorch(K, say, start, steps_of)
     open(os.path.join(OUT, "cuda_proof.md"), "w").write("\n".join(report) + "\n")
 
 
