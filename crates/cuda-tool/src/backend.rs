@@ -373,7 +373,7 @@ impl CuptiBackend {
         }
         if !force && !cs.due() {
             if let Some(sink) = s.sink.as_mut() {
-                sink.wait_for(crate::pmc::launches::kept_correlations());
+                sink.wait_for(crate::pmc::launches::recorded_correlations());
             }
             return;
         }

@@ -346,18 +346,20 @@ impl Sink {
 
     fn kernel(&mut self, k: &crate::records::KernelRow) -> Result<()> {
         let values = self.values.remove(&k.correlation);
-        if self.counted_only && values.is_none() {
+        let counted = values.as_ref().is_some_and(|v| !v.values.is_empty());
+        if self.counted_only && !counted {
             return Ok(());
         }
         // A counted kernel's record may lack its start (seen on the H200): the launch call's
-        // entry and exit stand in for it.
+        // entry and exit stand in for it, or its end when the launch was not recorded.
         let (start, end) = match &values {
-            Some(v) if k.start == 0 || k.end < k.start => (v.enter, v.exit.max(v.enter + 1)),
-            _ => (k.start, k.end),
+            _ if k.start != 0 && k.end >= k.start => (k.start, k.end),
+            Some(v) => (v.enter, v.exit.max(v.enter + 1)),
+            None => (k.end, k.end.saturating_add(1)),
         };
         let counters = match values {
-            Some(v) => self.pmc_ids(k.device)?.into_iter().zip(v.values).collect(),
-            None => Vec::new(),
+            Some(v) if counted => self.pmc_ids(k.device)?.into_iter().zip(v.values).collect(),
+            _ => Vec::new(),
         };
         self.order(0, start);
         self.h.device_seen(k.device)?;

@@ -160,14 +160,11 @@ pub fn stop_reason() -> StopReason {
     lock().as_ref().map_or(StopReason::Running, |w| w.stop)
 }
 
-/// Correlation ids of the kept launches recorded so far (their kernel rows wait for values).
-pub fn kept_correlations() -> Vec<u32> {
+/// Correlation ids of the launches recorded so far: their kernel rows wait for their values
+/// (kept ones) or their launch times (counted kernels' records may lack a start).
+pub fn recorded_correlations() -> Vec<u32> {
     lock().as_ref().map_or_else(Vec::new, |w| {
-        w.launches
-            .iter()
-            .filter(|l| l.keep)
-            .map(|l| l.correlation)
-            .collect()
+        w.launches.iter().map(|l| l.correlation).collect()
     })
 }
 

@@ -28,10 +28,11 @@ use crate::profiler::{self, Profiler};
 use crate::protocol::{Code, ToolError};
 use launches::{Launch, StopReason};
 
-/// The counter values of one kept launch.
+/// The counter values of one counted launch, and its launch call's times.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelValues {
-    /// One value per counter of the plan, in its order (scaled: [`crate::metrics::Counter`]).
+    /// One value per counter of the plan, in its order (scaled: [`crate::metrics::Counter`]);
+    /// empty for a launch counted but not kept (or not attributed).
     pub values: Vec<f64>,
     /// API entry and exit of the launch, CUPTI's clock.
     pub enter: u64,
@@ -332,7 +333,7 @@ impl Counters {
                 );
             }
         }
-        report.kept = values.len();
+        report.kept = values.values().filter(|v| !v.values.is_empty()).count();
         report.decode_us = t1.elapsed().as_micros() as u64;
         Some((values, report))
     }
@@ -455,6 +456,16 @@ fn attribute(
     out: &mut HashMap<u32, KernelValues>,
     report: &mut Report,
 ) {
+    for l in launches {
+        out.insert(
+            l.correlation,
+            KernelValues {
+                values: Vec::new(),
+                enter: l.enter,
+                exit: l.exit.max(l.enter),
+            },
+        );
+    }
     let Some(x) = offset(launches, u, anchor, &ranges) else {
         report.notes.push(format!(
             "the range profiler returned {} ranges ({} dropped) for {} launches ({} more after the budget, {} during Start, {} during Stop), and no alignment fits{}: no value of this window is attributed, none is given to the wrong kernel; attach again",
