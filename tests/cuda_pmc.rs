@@ -109,6 +109,35 @@ fn pmc_counts_each_kernel_exactly_writes_rocprofv3_csv_and_a_second_session_reus
         csv.contains("\"SQ_WAVES\",864.000000"),
         "108 blocks of 256: {csv}"
     );
+    // JSON and Perfetto carry the values; summary gives launches, mean, min and max per kernel.
+    let conv = t.out().join("conv");
+    let (code, _, err) = crate::common::rocprof_attach(
+        &[
+            "convert",
+            "-i",
+            db.to_str().unwrap(),
+            "-f",
+            "json",
+            "pftrace",
+            "-d",
+            conv.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .finish();
+    assert_eq!(code, 0, "{err}");
+    let json = std::fs::read_to_string(conv.join("out_results.json")).unwrap();
+    assert!(json.contains("SQ_WAVES"), "counter values in the JSON");
+    assert!(conv.join("out_results.pftrace").is_file());
+    let (code, out, err) =
+        crate::common::rocprof_attach(&["summary", "-i", db.to_str().unwrap()], &[]).finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().any(|l| l.contains("_Z10gemm_kerneli")
+            && l.contains("| SQ_WAVES ")
+            && l.contains("|        3 |")),
+        "COUNTER SUMMARY: {out}"
+    );
     // Counting stopped; the range profiler stays enabled (one Enable per process) and no
     // activity kind is on.
     assert_eq!(field(&t, "counting"), "0", "{}", t.state());

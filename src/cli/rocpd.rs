@@ -276,6 +276,9 @@ fn print_summary(c: &SummaryArgs, sections: &[report::summary::Section]) {
             out!("{}", report::console(&t[..1], 60));
         }
         out!("{}", s.render(top, summary::terminal_width()));
+        if let Some(t) = report::counters::table(&s.counters, "ROCPROFV3 ") {
+            out!("{}", report::console(&[t], 60));
+        }
     }
 }
 
