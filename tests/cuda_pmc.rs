@@ -303,3 +303,46 @@ fn names_without_an_equivalent_and_denied_counters_are_refused_with_nothing_enab
     let (code, _, stderr) = run.finish();
     assert_eq!(code, 0, "{stderr}");
 }
+
+#[test]
+fn a_front_end_killed_while_counting_leaves_nothing_counting_and_the_values_written() {
+    // 20 ms steps and every launch kept: the window counts for seconds.
+    let t = Target::spawn(&["--step-us", "20000"], &[]);
+    let mut run = start(
+        &t,
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "--kernel-iteration-range",
+            "[1-1000000]",
+            "-o",
+            "k",
+        ],
+        &[],
+    );
+    run.wait_for("attached to PID");
+    crate::common::wait_until(std::time::Duration::from_secs(20), || {
+        field(&t, "counting") == "1"
+    });
+    run.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = run.finish();
+    // The tool sees the connection close and detaches by itself: counting stops, the
+    // subscription ends, the values are written.
+    crate::common::wait_until(std::time::Duration::from_secs(30), || {
+        field(&t, "counting") == "0" && field(&t, "subscribed") == "0"
+    });
+    let db = t.out().join("k_results.db");
+    crate::common::wait_until(std::time::Duration::from_secs(30), || db.is_file());
+    // Read without panicking while the tool may still be writing.
+    let values = || -> rusqlite::Result<i64> {
+        let c = rusqlite::Connection::open(&db)?;
+        c.busy_timeout(std::time::Duration::from_secs(5))?;
+        c.query_row("SELECT COUNT(*) FROM counters_collection", [], |r| r.get(0))
+    };
+    crate::common::wait_until(std::time::Duration::from_secs(30), || {
+        values().is_ok_and(|n| n > 0)
+    });
+    check_exact(&counter_rows(&db));
+    let (code, _, stderr) = session(&t, &["--pmc", "SQ_WAVES", "--attach-duration-msec", "300"]);
+    assert_eq!(code, 0, "{stderr}");
+}
