@@ -322,7 +322,7 @@ fn a_front_end_killed_while_counting_leaves_nothing_counting_and_the_values_writ
     );
     run.wait_for("attached to PID");
     crate::common::wait_until(std::time::Duration::from_secs(20), || {
-        field(&t, "counting") == "1"
+        field(&t, "counting") == "1" && field(&t, "ranges").parse::<u32>().unwrap_or(0) >= 12
     });
     run.signal(nix::sys::signal::Signal::SIGKILL);
     let _ = run.finish();
