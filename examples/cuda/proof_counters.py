@@ -38,7 +38,7 @@ def blocked(say, probe):
     r = subprocess.run(["ncu", "--metrics", "sm__warps_launched.sum", "--launch-count", "1", *probe],
                        capture_output=True, text=True, timeout=180)
     text = r.stdout + r.stderr
-    for sign in ("LibraryNotLoaded", "ERR_NVGPUCTRPERM", "not supported", "==ERROR=="):
+    for sign in ("LibraryNotLoaded", "ERR_NVGPUCTRPERM", "==ERROR=="):
         if sign in text:
             line = next((l for l in text.splitlines() if sign in l), sign)
             return f"ncu cannot read counters here ({sign}): {line.strip()[:300]}"
@@ -117,6 +117,30 @@ def check_grids(say, db, ref):
     return rows
 
 
+# The rocprofv3 names docs/cuda.md maps, and their NVIDIA metrics (crates/cuda-tool/src/metrics.rs).
+MAPPED = {"SQ_WAVES": "sm__warps_launched.sum", "GRBM_COUNT": "gpc__cycles_elapsed.max",
+          "GRBM_GUI_ACTIVE": "gr__cycles_active.avg", "SQ_INSTS_SALU": "smsp__inst_executed_pipe_uniform.sum",
+          "TCC_HIT": "lts__t_sectors_lookup_hit.sum", "TCC_MISS": "lts__t_sectors_lookup_miss.sum",
+          "FETCH_SIZE": "dram__bytes_read.sum", "WRITE_SIZE": "dram__bytes_write.sum"}
+
+
+def check_names(K, say, pid):
+    """Every NVIDIA metric of the names table exists on this GPU (ncu --query-metrics), and
+    the rocprofv3 names collect (or are refused naming the passes)."""
+    r = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120)
+    bases = {l.split()[0] for l in r.stdout.splitlines() if l.strip() and "__" in l.split()[0]}
+    for rocm, nv in MAPPED.items():
+        base = nv.rsplit(".", 1)[0]
+        say(f"  - {rocm} -> {nv}: {'known to ncu' if base in bases else '**NOT LISTED by ncu --query-metrics**'}")
+    t0, r = attach(K, pid, 1000, ["--pmc", *MAPPED], "/tmp/pcn", "names")
+    lines = summary_lines(r) or r.stderr.strip().splitlines()[-2:]
+    say(f"- `--pmc {' '.join(MAPPED)}`: exit {r.returncode}: {' / '.join(lines)[:700]}")
+    for group in (["SQ_WAVES", "GRBM_COUNT", "GRBM_GUI_ACTIVE", "SQ_INSTS_SALU"],
+                  ["TCC_HIT", "TCC_MISS"], ["FETCH_SIZE", "WRITE_SIZE"]):
+        t0, r = attach(K, pid, 500, ["--pmc", *group], "/tmp/pcn", "g_" + group[0])
+        say(f"  - `--pmc {' '.join(group)}`: exit {r.returncode} {(' / '.join(summary_lines(r)) or r.stderr.strip()[-300:])[:400]}")
+
+
 def attach(K, pid, ms, opts, outdir, name):
     t0 = time.clock_gettime_ns(BOOT)
     r = subprocess.run([os.path.join(K, "rocprof-attach"), "-p", str(pid), *opts, "-d", outdir, "-o", name,
@@ -158,6 +182,8 @@ def phase_pmc(K, say):
     db2 = "/tmp/pc/g2_results.db"
     if os.path.exists(db2):
         check_grids(say, db2, {})
+    say("- the names table on this GPU:")
+    check_names(K, say, p.pid)
     before = [(b - a) / 1e6 for _, a, b in steps("/tmp/grids.log")[-200:]]
     fails, deaths = 0, 0
     c0 = time.monotonic()
