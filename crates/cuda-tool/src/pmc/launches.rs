@@ -294,7 +294,7 @@ pub unsafe extern "C" fn on_callback(
     cbid: u32,
     cbdata: *const c_void,
 ) {
-    if !ON.load(Ordering::Relaxed) || cbdata.is_null() {
+    if cbdata.is_null() {
         return;
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
@@ -307,11 +307,16 @@ pub unsafe extern "C" fn on_callback(
         }
         let d = &*(cbdata as *const CallbackData);
         let entering = d.site == 0;
-        if driver && IN_RUNTIME_LAUNCH.with(Cell::get) {
-            return; // the runtime launch around it is the one recorded
-        }
+        // Kept whether or not a window is open, so a runtime launch that straddles a window's
+        // edge cannot leave its thread's later driver launches ignored.
         if runtime {
             IN_RUNTIME_LAUNCH.with(|c| c.set(entering));
+        }
+        if !ON.load(Ordering::Relaxed) {
+            return;
+        }
+        if driver && IN_RUNTIME_LAUNCH.with(Cell::get) {
+            return; // the runtime launch around it is the one recorded
         }
         let mut g = lock();
         // While Start or Stop is called, a launch waits (bounded) so that it is plainly before

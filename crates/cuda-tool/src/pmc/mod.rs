@@ -493,3 +493,113 @@ fn attribute(
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(correlation: u32, blocks: u64) -> Launch {
+        Launch {
+            correlation,
+            ctx: 1,
+            keep: true,
+            grid: Some((blocks, 64)),
+            enter: 10,
+            exit: 20,
+        }
+    }
+
+    fn uncertain(during_start: usize) -> Uncertain {
+        Uncertain {
+            after: 0,
+            during_start,
+            during_stop: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Ranges whose anchor (index 0, blocks) is `blocks`.
+    fn ranges(blocks: &[u64]) -> Vec<Vec<f64>> {
+        blocks.iter().map(|&b| vec![b as f64, 7.0]).collect()
+    }
+
+    #[test]
+    fn ranges_are_aligned_to_launches() {
+        let ls: Vec<Launch> = [3, 5, 7, 3, 5]
+            .iter()
+            .zip(1..)
+            .map(|(&b, c)| launch(c, b))
+            .collect();
+        let refs: Vec<&Launch> = ls.iter().collect();
+        let anchor = Some((0, false));
+        // No uncertain launch: range i is launch i.
+        assert_eq!(
+            offset(&refs, &uncertain(0), anchor, &ranges(&[3, 5, 7, 3, 5])),
+            Some(0)
+        );
+        // Two launches in flight at Start became the first two ranges: the grids say so.
+        let r = ranges(&[9, 9, 3, 5, 7, 3, 5]);
+        assert_eq!(offset(&refs, &uncertain(2), anchor, &r), Some(2));
+        // A grid that matches no alignment: nothing is attributed.
+        assert_eq!(
+            offset(&refs, &uncertain(1), anchor, &ranges(&[4, 4, 4, 4, 4])),
+            None
+        );
+        // Without an anchor an uncertain start cannot be resolved.
+        assert_eq!(offset(&refs, &uncertain(1), None, &r), None);
+        assert_eq!(offset(&refs, &uncertain(0), None, &r), Some(0));
+        // A periodic pattern fits two offsets: refused.
+        let ls: Vec<Launch> = [3, 5, 3, 5]
+            .iter()
+            .zip(1..)
+            .map(|(&b, c)| launch(c, b))
+            .collect();
+        let refs: Vec<&Launch> = ls.iter().collect();
+        assert_eq!(
+            offset(&refs, &uncertain(2), anchor, &ranges(&[3, 5, 3, 5, 3, 5])),
+            None
+        );
+    }
+
+    #[test]
+    fn attributed_values_are_scaled_and_unattributed_launches_keep_their_times() {
+        let plan = crate::metrics::counter_plan(
+            &[(
+                "ROCPROF_COUNTERS".to_owned(),
+                "pmc: sm__ctas_launched.sum FETCH_SIZE".to_owned(),
+            )]
+            .into_iter()
+            .collect(),
+        )
+        .unwrap()
+        .unwrap();
+        let ls = [launch(1, 3), launch(2, 5)];
+        let refs: Vec<&Launch> = ls.iter().collect();
+        let (mut out, mut report) = (HashMap::new(), Report::default());
+        let r = vec![vec![3.0, 2048.0], vec![5.0, 1024.0]];
+        attribute(
+            &plan,
+            &refs,
+            &uncertain(0),
+            Some((0, false)),
+            r,
+            &mut out,
+            &mut report,
+        );
+        assert_eq!(out[&1].values, vec![3.0, 2.0], "FETCH_SIZE in kB");
+        assert_eq!(out[&2].values, vec![5.0, 1.0]);
+        let (mut out, mut report) = (HashMap::new(), Report::default());
+        let r = vec![vec![4.0, 0.0], vec![4.0, 0.0]];
+        attribute(
+            &plan,
+            &refs,
+            &uncertain(0),
+            Some((0, false)),
+            r,
+            &mut out,
+            &mut report,
+        );
+        assert!(out.values().all(|v| v.values.is_empty() && v.enter == 10));
+        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+    }
+}
