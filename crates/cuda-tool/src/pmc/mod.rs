@@ -222,7 +222,8 @@ impl Counters {
         Ok(())
     }
 
-    /// Resets every image, sets the config and starts every object.
+    /// Resets every image, sets the config and starts every object; on a failure the objects
+    /// already started are stopped again (nothing is left counting).
     fn start_objects(
         &mut self,
         c: &crate::cupti::Cupti,
@@ -230,6 +231,30 @@ impl Counters {
         config: *const u8,
         config_size: usize,
         max_ranges: usize,
+    ) -> Result<(), ToolError> {
+        let mut started = 0;
+        let r = self.start_each(c, replay, config, config_size, max_ranges, &mut started);
+        if r.is_err() {
+            let prof = self.prof;
+            for o in &self.objects[..started] {
+                let obj = o.object;
+                // SAFETY: an object of ours that this call started.
+                let _ =
+                    unsafe { profiler::call(prof.rp_stop, |p| p.p_range_profiler_object = obj) };
+            }
+        }
+        r
+    }
+
+    /// [`Counters::start_objects`]'s loop; `started` counts the objects started.
+    fn start_each(
+        &mut self,
+        c: &crate::cupti::Cupti,
+        replay: i32,
+        config: *const u8,
+        config_size: usize,
+        max_ranges: usize,
+        started: &mut usize,
     ) -> Result<(), ToolError> {
         let prof = self.prof;
         for o in &mut self.objects {
@@ -262,6 +287,7 @@ impl Counters {
                 profiler::call(prof.rp_start, |p| p.p_range_profiler_object = obj)
                     .map_err(|r| failed("cuptiRangeProfilerStart", c, r))?;
             }
+            *started += 1;
         }
         Ok(())
     }
