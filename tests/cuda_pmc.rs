@@ -92,10 +92,14 @@ fn pmc_counts_each_kernel_exactly_writes_rocprofv3_csv_and_a_second_session_reus
     // only the counted kernels are written.
     assert_eq!(rows.len(), 5 * 3 * 4, "{rows:?}\n{stderr}");
     assert_eq!(count(&db, "SELECT COUNT(*) FROM kernels"), 15);
+    // Counting stops once every kernel has its launches (or at the window's end on a slow
+    // machine); the report says what was counted and what it cost.
     assert!(
         stderr.contains("launches counted, values written for 15")
-            && stderr.contains("every kernel seen had its launches"),
-        "the report says what was counted and what it cost: {stderr}"
+            && (stderr.contains("every kernel seen had its launches")
+                || stderr.contains("the window ended"))
+            && stderr.contains("kernels were serialised for"),
+        "{stderr}"
     );
     // rocprofv3's counter_collection.csv, its columns exactly.
     let csv = std::fs::read_to_string(t.out().join("p_counter_collection.csv")).unwrap();
