@@ -35,8 +35,11 @@ def blocked(say, probe):
     if not shutil.which("ncu"):
         say("- **COUNTERS NOT CHECKED: no `ncu` on PATH** (the phase goes on; a refusal will say why)")
         return None
-    r = subprocess.run(["ncu", "--metrics", "sm__warps_launched.sum", "--launch-count", "1", *probe],
-                       capture_output=True, text=True, timeout=180)
+    try:
+        r = subprocess.run(["ncu", "--metrics", "sm__warps_launched.sum", "--launch-count", "1", *probe],
+                           capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        return "ncu did not finish within 180 s"
     text = r.stdout + r.stderr
     for sign in ("LibraryNotLoaded", "ERR_NVGPUCTRPERM", "==ERROR=="):
         if sign in text:
@@ -58,9 +61,12 @@ def build_grids(K, say):
 
 def ncu_reference(exe):
     """Median of each metric per kernel under ncu (a separate run, 10 launches of each)."""
-    r = subprocess.run(["ncu", "--clock-control", "none", "--metrics", ",".join(METRICS), "--csv",
-                        "--launch-count", "40", exe, "--steps", "12", "--log", "/dev/null"],
-                       capture_output=True, text=True, timeout=200)
+    try:
+        r = subprocess.run(["ncu", "--clock-control", "none", "--metrics", ",".join(METRICS), "--csv",
+                            "--launch-count", "40", exe, "--steps", "12", "--log", "/dev/null"],
+                           capture_output=True, text=True, timeout=200)
+    except subprocess.TimeoutExpired:
+        return {}
     rows = [l for l in r.stdout.splitlines() if l.startswith('"')]
     vals = {}
     for row in csv.DictReader(io.StringIO("\n".join(rows))):
@@ -127,7 +133,10 @@ MAPPED = {"SQ_WAVES": "sm__warps_launched.sum", "GRBM_COUNT": "gpc__cycles_elaps
 def check_names(K, say, pid):
     """Every NVIDIA metric of the names table exists on this GPU (ncu --query-metrics), and
     the rocprofv3 names collect (or are refused naming the passes)."""
-    r = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120)
+    try:
+        r = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        r = subprocess.CompletedProcess([], 1, "", "")
     bases = {l.split()[0] for l in r.stdout.splitlines() if l.strip() and "__" in l.split()[0]}
     for rocm, nv in MAPPED.items():
         base = nv.rsplit(".", 1)[0]
