@@ -23,6 +23,7 @@ mod checked_input;
 mod claims;
 mod cuda;
 mod cuda_exit;
+mod cuda_pmc;
 mod cuda_standins;
 mod demo_tool;
 mod detach_after_kill;

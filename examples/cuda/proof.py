@@ -17,6 +17,7 @@ Phases (each a plain `python3 train.py`, started with no profiler opt-in):
              with all tracing, the front end SIGKILLed at a random moment of its window in one
              session of five: target deaths, threads and RSS, sessions complete or finished by
              the agent, anything left for a person, the step time after each killed session
+  pmc, pmctorch : counters (--pmc), in proof_counters.py
 """
 import random
 import signal
@@ -489,6 +490,13 @@ def main():
         phase_top_ddp()
     if "soak" in which:
         phase_soak()
+    if "pmc" in which or "pmctorch" in which:
+        sys.path.insert(0, K)
+        import proof_counters
+        if "pmc" in which:
+            proof_counters.phase_pmc(K, say)
+        if "pmctorch" in which:
+            proof_counters.phase_pmctorch(K, say, start, steps_of)
     open(os.path.join(OUT, "cuda_proof.md"), "w").write("\n".join(report) + "\n")
 
 

@@ -276,7 +276,33 @@ fn print_summary(c: &SummaryArgs, sections: &[report::summary::Section]) {
             out!("{}", report::console(&t[..1], 60));
         }
         out!("{}", s.render(top, summary::terminal_width()));
+        if let Some(t) = report::counters::table(&s.counters, "ROCPROFV3 ") {
+            out!("{}", counter_console(t, summary::terminal_width()));
+        }
     }
+}
+
+/// The counter table for a terminal `width` columns wide: as a table when it fits, else one
+/// line per kernel and counter, cut at the width.
+fn counter_console(t: report::Table, width: usize) -> String {
+    let text = report::console(
+        std::slice::from_ref(&t),
+        (width.saturating_sub(45) / 2).max(8),
+    );
+    if text.lines().all(|l| l.chars().count() <= width) {
+        return text;
+    }
+    let mut out = format!("\n{}:\n\n", t.title);
+    for r in &t.rows {
+        let cells: Vec<String> = r.iter().map(report::Cell::text).collect();
+        let line = format!(
+            "{}: {} launches={} mean={} min={} max={}",
+            cells[0], cells[1], cells[2], cells[3], cells[4], cells[5]
+        );
+        out.push_str(&line.chars().take(width).collect::<String>());
+        out.push('\n');
+    }
+    out
 }
 
 /// Runs `query`.

@@ -57,6 +57,8 @@ struct Session {
     sink: Option<Sink>,
     /// Why writing failed during the window.
     sink_error: Option<String>,
+    /// What the counting window counted and cost (`--pmc`), once it stopped.
+    counter_report: Option<crate::pmc::Report>,
 }
 
 /// API names as users know them, from CUPTI's callback names.
@@ -118,7 +120,10 @@ fn lock_within(wait: std::time::Duration) -> Option<MutexGuard<'static, Option<S
 /// The backend used inside the target process (its session lives in one place per process,
 /// shared with the exit path).
 #[derive(Default)]
-pub struct CuptiBackend;
+pub struct CuptiBackend {
+    /// The counters' process state, kept between sessions (docs/cuda.md, "Counters").
+    counters: Option<crate::pmc::Counters>,
+}
 
 fn kind_name(k: u32) -> &'static str {
     match k {
@@ -205,7 +210,7 @@ fn cupti_version(c: &Cupti) -> Result<u32, ToolError> {
 /// The activity kinds the plan asks for.
 fn wanted_kinds(plan: &Plan) -> Vec<u32> {
     let mut want = Vec::new();
-    if plan.kernels {
+    if plan.kernels || plan.counters.is_some() {
         want.push(KIND_CONCURRENT_KERNEL);
     }
     if plan.copies {
@@ -291,26 +296,25 @@ impl CuptiBackend {
         let c = Self::load(&plan)?;
         note_cupti_in_use(&mut plan, c);
         let version = cupti_version(c)?;
-        let mut sub: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid out pointer and callback.
-        let r = unsafe { (c.subscribe)(&mut sub, activity::no_callback, std::ptr::null_mut()) };
-        if r != 0 {
-            return Err(cupti_error(c, "cuptiSubscribe", r));
+        let sub = subscribe(c)?;
+        let t_counters = Instant::now();
+        if let Err(e) = self.prepare_counters(c, &mut plan) {
+            // SAFETY: sub came from cuptiSubscribe; nothing else was enabled.
+            unsafe { (c.unsubscribe)(sub) };
+            return Err(e);
         }
+        let counters_setup_us = t_counters.elapsed().as_micros() as u64;
         BUFFER_BYTES.store(plan.buffer_bytes, Ordering::Relaxed);
         promise_zeroed_buffers(c);
         let _ = activity::take_rows();
         let enabled = start_activity(c, sub, &mut plan)?;
-        let clock = || {
-            let mut t = 0u64;
-            // SAFETY: valid out pointer.
-            (unsafe { (c.get_timestamp)(&mut t) } == 0).then_some(t)
-        };
-        let (offset, offset_width) = clock_offset(&clock).unwrap_or_else(|| {
-            plan.notes
-                .push("cuptiGetTimestamp failed: timestamps are CUPTI's clock".into());
-            (0, 0)
-        });
+        if plan.counters.is_some() {
+            // SAFETY: sub came from this CUPTI's cuptiSubscribe and is subscribed.
+            if let Err(e) = unsafe { crate::pmc::enable_callbacks(c, sub) } {
+                return Err(undo(c, sub, &enabled, e));
+            }
+        }
+        let (offset, offset_width) = session_clock(c, &mut plan);
         let cuda = cuda::query();
         let init = boottime_ns();
         let extdata = serde_json::json!({
@@ -328,7 +332,7 @@ impl CuptiBackend {
             extdata: extdata.clone(),
             demangle: plan.demangle,
         };
-        let sink = match Sink::create(&plan.db, &cuda, &header) {
+        let mut sink = match Sink::create(&plan.db, &cuda, &header) {
             Ok(s) => s,
             Err(e) => {
                 return Err(undo(
@@ -339,6 +343,9 @@ impl CuptiBackend {
                 ))
             }
         };
+        if let Err(e) = self.start_counting(c, &plan, &mut sink, counters_setup_us) {
+            return Err(undo(c, sub, &enabled, e));
+        }
         let reply = serde_json::json!({
             "cupti": c.path.display().to_string(),
             "cupti_version": version,
@@ -347,6 +354,9 @@ impl CuptiBackend {
             "enable_us": t0.elapsed().as_micros() as u64,
             "notes": plan.notes,
             "left_out": plan.left_out,
+            "counters": plan.counters.as_ref().map(|cp| {
+                cp.counters.iter().map(|x| [x.name.clone(), x.metric.clone()]).collect::<Vec<_>>()
+            }),
         });
         *lock(&FINISHED_AT_EXIT) = None;
         crate::exit::arm();
@@ -359,8 +369,66 @@ impl CuptiBackend {
             subscriber: sub,
             sink: Some(sink),
             sink_error: None,
+            counter_report: None,
         });
         Ok(reply)
+    }
+
+    /// Opens the counting window of the plan's `--pmc` (kernel rows then carry its counters).
+    fn start_counting(
+        &mut self,
+        c: &'static Cupti,
+        plan: &Plan,
+        sink: &mut Sink,
+        setup_us: u64,
+    ) -> Result<(), ToolError> {
+        let (Some(cp), Some(cs)) = (&plan.counters, self.counters.as_mut()) else {
+            return Ok(());
+        };
+        sink.set_counters(&cp.counters, !plan.kernels);
+        cs.start(c, std::sync::Arc::new(cp.clone()), setup_us)
+    }
+
+    /// Sets the counters up for the plan's `--pmc` (reusing the process's when the metrics are
+    /// the same), adding its notes to the plan; nothing is enabled on a refusal.
+    fn prepare_counters(&mut self, c: &'static Cupti, plan: &mut Plan) -> Result<(), ToolError> {
+        let Some(cp) = &plan.counters else {
+            return Ok(());
+        };
+        match crate::pmc::Counters::prepare(c, cp, self.counters.take()) {
+            Ok((counters, notes)) => {
+                self.counters = Some(counters);
+                plan.notes.extend(notes);
+                Ok(())
+            }
+            Err((e, previous)) => {
+                self.counters = previous.map(|b| *b);
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends the counting window if it is due (`force`: at detach), handing its values to the
+    /// sink.
+    fn finish_counting(&mut self, s: &mut Session, force: bool) {
+        let Some(cs) = self.counters.as_mut() else {
+            return;
+        };
+        if !cs.counting() {
+            return;
+        }
+        if !force && !cs.due() {
+            if let Some(sink) = s.sink.as_mut() {
+                sink.wait_for(crate::pmc::launches::recorded_correlations());
+            }
+            return;
+        }
+        if let Some((values, report)) = cs.finish(s.cupti) {
+            if let Some(sink) = s.sink.as_mut() {
+                sink.add_values(values);
+            }
+            s.counter_report = Some(report);
+        }
     }
 
     /// Writes what CUPTI has delivered since the last tick (rows older than the lag).
@@ -369,6 +437,7 @@ impl CuptiBackend {
         let Some(s) = guard.as_mut() else {
             return;
         };
+        self.finish_counting(s, false);
         // A default flush: CUPTI hands over every buffer whose records are all complete, full
         // or not (what its documentation suggests doing at a regular interval from a thread of
         // one's own), so rows arrive within a tick of their end rather than when a buffer fills.
@@ -397,7 +466,7 @@ impl CuptiBackend {
     fn do_detach(&mut self) -> Result<serde_json::Value, ToolError> {
         // Held to the end: a process exiting meanwhile waits for this detach to finish.
         let mut guard = lock(&SESSION);
-        let Some(s) = guard.take() else {
+        let Some(mut s) = guard.take() else {
             if let Some(reply) = lock(&FINISHED_AT_EXIT).clone() {
                 return Ok(reply); // the process is exiting; its database is finished
             }
@@ -406,6 +475,7 @@ impl CuptiBackend {
                 "detach without an attached session; send 'attach' first",
             ));
         };
+        self.finish_counting(&mut s, true);
         crate::exit::disarm();
         let c = s.cupti;
         let t0 = Instant::now();
@@ -439,6 +509,7 @@ impl CuptiBackend {
             "kernels": counts.kernels, "copies": counts.copies, "api": counts.api,
             "allocations": counts.allocations, "dropped": counts.dropped, "late": counts.late,
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
+            "counters": s.counter_report,
         }))
     }
 }
@@ -491,6 +562,38 @@ pub fn finish_at_exit(how: &str) {
     }
     drop(guard);
     crate::exit::disarm();
+}
+
+/// Subscribes the tool (its callback records launches while counters are collected).
+fn subscribe(c: &Cupti) -> Result<*mut c_void, ToolError> {
+    let mut sub: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid out pointer and callback.
+    let r = unsafe {
+        (c.subscribe)(
+            &mut sub,
+            crate::pmc::launches::on_callback,
+            std::ptr::null_mut(),
+        )
+    };
+    match r {
+        0 => Ok(sub),
+        r => Err(cupti_error(c, "cuptiSubscribe", r)),
+    }
+}
+
+/// The offset from CUPTI's clock to `CLOCK_BOOTTIME` and its uncertainty (0 with a note when
+/// CUPTI's clock cannot be read).
+fn session_clock(c: &Cupti, plan: &mut Plan) -> (i64, i64) {
+    let clock = || {
+        let mut t = 0u64;
+        // SAFETY: valid out pointer.
+        (unsafe { (c.get_timestamp)(&mut t) } == 0).then_some(t)
+    };
+    clock_offset(&clock).unwrap_or_else(|| {
+        plan.notes
+            .push("cuptiGetTimestamp failed: timestamps are CUPTI's clock".into());
+        (0, 0)
+    })
 }
 
 /// Tells CUPTI our buffers come zeroed (fresh ones from the allocator, reused ones cleared as

@@ -206,3 +206,63 @@ unsafe fn device(fns: &Functions, ordinal: c_int, dev: c_int) -> Device {
     }
     d
 }
+
+/// The active primary contexts (`cuDevicePrimaryCtxGetState`), each retained
+/// (`cuDevicePrimaryCtxRetain`: the context the runtime API and PyTorch use; retaining one in use
+/// creates nothing), as `(device ordinal, context)`; a device whose primary context is not active
+/// is left alone (retaining it would create a context there). The counters need them; no context
+/// becomes current on any thread.
+pub fn active_primary_contexts() -> Result<Vec<(i32, *mut c_void)>, String> {
+    let path = mapped("libcuda.so")
+        .into_iter()
+        .next()
+        .ok_or("the process maps no libcuda")?;
+    let h = open(&path, libc::RTLD_NOLOAD)?;
+    // SAFETY: h came from dlopen and is never closed.
+    let f = |n: &str| unsafe { sym(h, n) };
+    let (count, get, state, retain) = (
+        f("cuDeviceGetCount"),
+        f("cuDeviceGet"),
+        f("cuDevicePrimaryCtxGetState"),
+        f("cuDevicePrimaryCtxRetain"),
+    );
+    if [count, get, state, retain].iter().any(|p| p.is_null()) {
+        return Err(format!(
+            "{} lacks the primary context functions",
+            path.display()
+        ));
+    }
+    type State = unsafe extern "C" fn(c_int, *mut u32, *mut c_int) -> c_int;
+    type Retain = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
+    let mut out = Vec::new();
+    // SAFETY: the libcuda functions of these signatures (cuda.h).
+    unsafe {
+        let count = std::mem::transmute::<*mut c_void, GetInt>(count);
+        let get = std::mem::transmute::<*mut c_void, DevGet>(get);
+        let state = std::mem::transmute::<*mut c_void, State>(state);
+        let retain = std::mem::transmute::<*mut c_void, Retain>(retain);
+        let mut n = 0;
+        if count(&mut n) != 0 {
+            return Err("cuDeviceGetCount failed".into());
+        }
+        for ordinal in 0..n.clamp(0, 64) {
+            let (mut dev, mut flags, mut active) = (0, 0u32, 0);
+            if get(&mut dev, ordinal) != 0
+                || state(dev, &mut flags, &mut active) != 0
+                || active == 0
+            {
+                continue;
+            }
+            let mut ctx = std::ptr::null_mut();
+            match retain(&mut ctx, dev) {
+                0 if !ctx.is_null() => out.push((ordinal, ctx)),
+                r => {
+                    return Err(format!(
+                        "cuDevicePrimaryCtxRetain({ordinal}) returned CUresult {r}"
+                    ))
+                }
+            }
+        }
+    }
+    Ok(out)
+}

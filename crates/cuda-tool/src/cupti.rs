@@ -54,7 +54,14 @@ pub struct Cupti {
     pub get_callback_name: unsafe extern "C" fn(c_int, u32, *mut *const c_char) -> CuptiResult,
     /// `cuptiActivitySetAttribute`, where the library has it.
     pub set_attribute: Option<unsafe extern "C" fn(c_int, *mut usize, *mut c_void) -> CuptiResult>,
+    /// `cuptiEnableCallback(enable, subscriber, domain, cbid)`.
+    pub enable_callback: Option<EnableCallback>,
+    /// The counter APIs (range profiler, PM sampling, profiler host), or the names missing.
+    pub profiler: Result<crate::profiler::Profiler, Vec<&'static str>>,
 }
+
+/// `cuptiEnableCallback`.
+pub type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, c_int, u32) -> CuptiResult;
 
 impl Cupti {
     /// CUPTI's text for `r`.
@@ -272,6 +279,11 @@ fn resolve(h: *mut c_void, path: PathBuf) -> Result<Cupti, ToolError> {
                 let p = sym(h, "cuptiActivitySetAttribute");
                 (!p.is_null()).then(|| t::<*mut c_void, _>(p))
             },
+            enable_callback: {
+                let p = sym(h, "cuptiEnableCallback");
+                (!p.is_null()).then(|| t::<*mut c_void, _>(p))
+            },
+            profiler: crate::profiler::Profiler::resolve(h),
         })
     }
 }

@@ -15,6 +15,9 @@ pub mod cupti;
 pub mod db;
 pub mod exit;
 pub mod host;
+pub mod metrics;
+pub mod pmc;
+pub mod profiler;
 pub mod protocol;
 pub mod records;
 pub mod server;
@@ -87,7 +90,7 @@ fn start(payload: *const c_char) -> c_int {
     // A silent panic hook: this library's own std (cdylib) only; panics are caught anyway.
     std::panic::set_hook(Box::new(|_| {}));
     let first = sock::connect(&p.socket).ok();
-    let mut backend = backend::CuptiBackend;
+    let mut backend = backend::CuptiBackend::default();
     server::serve_forever(&listener, first, &mut backend)
 }
 
@@ -110,7 +113,7 @@ fn listen_forever() {
         return;
     };
     std::panic::set_hook(Box::new(|_| {}));
-    let mut backend = backend::CuptiBackend;
+    let mut backend = backend::CuptiBackend::default();
     server::serve_forever(&listener, None, &mut backend)
 }
 

@@ -48,12 +48,17 @@
 //!   CUPTI activity kinds enabled: kernel trace → `CONCURRENT_KERNEL`; memory copy trace →
 //!   `MEMCPY` and `MEMSET`; HIP runtime API trace → `RUNTIME`;
 //!   `ROCPROF_ATTACH_CUDA_DRIVER_API=1` → `DRIVER` (with or without the runtime); memory allocation trace → `MEMORY2`; marker trace →
-//!   `MARKER` (NVTX). Reply: `ok {"cupti":path,"cupti_version":N,"driver_version":N,
-//!   "kinds":[...],"enable_us":N,"notes":[...]}`.
+//!   `MARKER` (NVTX). `ROCPROF_COUNTER_COLLECTION=1` with `ROCPROF_COUNTERS=pmc: A B` (or
+//!   `ROCPROF_KERNEL_REPLAY=1` with `ROCPROF_COUNTER_GROUPS`) collects per-kernel counters
+//!   through the range profiler ([`crate::pmc`], names by [`crate::metrics`]), the kernel filters
+//!   (`ROCPROF_KERNEL_FILTER_INCLUDE_REGEX`, `_EXCLUDE_REGEX`, `_RANGE`) choosing what is kept.
+//!   Reply: `ok {"cupti":path,"cupti_version":N,"driver_version":N,
+//!   "kinds":[...],"enable_us":N,"notes":[...],"counters":[[name,metric],...]|null}`.
 //! - `detach\n`: flush (`cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)`), disable
 //!   every enabled kind, flush again, unsubscribe, write one rocpd database at
 //!   `ROCPROF_ATTACH_DB`. Reply: `ok {"db":path,"kernels":N,"copies":N,"api":N,
-//!   "allocations":N,"dropped":N,"flush_us":N,"write_us":N}`.
+//!   "allocations":N,"dropped":N,"flush_us":N,"write_us":N,"counters":{...}|null}` (what the
+//!   counting window counted and cost: [`crate::pmc::Report`]).
 //! - When the connection ends (EOF or error) while attached, the tool detaches anyway (flush,
 //!   disable, write the database) and goes back to `accept`.
 //!
@@ -61,8 +66,9 @@
 //! concurrent connection, or a second `attach` on an attached connection), `cupti-missing`,
 //! `cupti-held` (CUPTI error 39 from `cuptiSubscribe`, `cuptiActivityRegisterCallbacks` or
 //! `cuptiActivityEnable`: another profiler holds CUPTI), `cupti-old` (`cuptiGetVersion` below
-//! 18 = CUDA 12.0, or a CUPTI function missing), `unsupported` (an option CUDA cannot do such
-//! as counters or PC sampling, no tracing option at all, a bad `ROCPROF_ATTACH_DB` or
+//! 18 = CUDA 12.0, or a CUPTI function missing), `counters-denied` (the driver or sandbox denies
+//! GPU counters), `unsupported` (an option CUDA cannot do such as SPM or PC sampling, a counter
+//! with no NVIDIA equivalent or a set needing several passes, no tracing option at all, a bad `ROCPROF_ATTACH_DB` or
 //! `ROCPROF_ATTACH_BUFFER_BYTES`, an unknown message), `permission` (peer check), `internal`
 //! (`detach` while not attached, the database directory not writable by the target, the
 //! database write failed, a message over 1 MiB, any other CUPTI failure).
@@ -105,6 +111,8 @@ pub enum Code {
     CuptiOld,
     /// Something CUDA cannot do, or an unknown message.
     Unsupported,
+    /// The driver or the sandbox denies GPU counters (`CUPTI_ERROR_INSUFFICIENT_PRIVILEGES`).
+    CountersDenied,
     /// The peer's uid is neither 0 nor ours.
     Permission,
     /// Anything else.
@@ -120,6 +128,7 @@ impl Code {
             Code::CuptiHeld => "cupti-held",
             Code::CuptiOld => "cupti-old",
             Code::Unsupported => "unsupported",
+            Code::CountersDenied => "counters-denied",
             Code::Permission => "permission",
             Code::Internal => "internal",
         }
@@ -228,7 +237,7 @@ pub struct AttachRequest {
 }
 
 /// What one attach asks CUPTI for.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Plan {
     /// Kernel trace.
     pub kernels: bool,
@@ -256,6 +265,8 @@ pub struct Plan {
     /// Trace switches that were on but have no CUDA counterpart (`--sys-trace` implies
     /// several): named in the reply, shown by the front end at info level.
     pub left_out: Vec<&'static str>,
+    /// Per-kernel counters (`--pmc`): [`crate::pmc`].
+    pub counters: Option<crate::metrics::CounterPlan>,
 }
 
 impl Plan {
@@ -281,20 +292,14 @@ impl Plan {
 
 /// Options that ask for something the CUDA backend cannot do: `(variable, what it asks for)`;
 /// refused when the variable is set to anything but a false value, `none` or empty.
-const UNSUPPORTED: [(&str, &str); 8] = [
-    (
-        "ROCPROF_COUNTER_COLLECTION",
-        "hardware counter collection (--pmc)",
-    ),
+const UNSUPPORTED: [(&str, &str); 5] = [
     ("ROCPROF_SPM_COUNTER_COLLECTION", "SPM counter sampling"),
-    ("ROCPROF_KERNEL_REPLAY", "kernel replay"),
     (
         "ROCPROF_PC_SAMPLING_METHOD",
         "PC sampling (--pc-sampling-*)",
     ),
     ("ROCPROF_PC_SAMPLING_BETA_ENABLED", "PC sampling"),
     ("ROCPROF_ADVANCED_THREAD_TRACE", "thread trace (--att)"),
-    ("ROCPROF_COUNTERS", "hardware counters (--pmc)"),
     (
         "ROCPROF_SELECTED_REGIONS",
         "collection limited to selected ROCTx regions",
@@ -352,13 +357,15 @@ impl AttachRequest {
                 .env
                 .get("ROCPROF_DEMANGLE_KERNELS")
                 .is_none_or(|v| truthy(v)),
-            notes: self.filter_notes(),
+            counters: crate::metrics::counter_plan(&self.env)?,
+            notes: Vec::new(),
             left_out: self.left_out(),
         };
+        plan.notes = self.filter_notes(plan.counters.is_some());
         if plan.markers {
             plan.notes.push("CUPTI sees NVTX ranges only when the process was started with NVTX injection (NVTX_INJECTION64_PATH); without it no marker rows may arrive".into());
         }
-        if plan.kind_names().is_empty() {
+        if plan.kind_names().is_empty() && plan.counters.is_none() {
             return Err(ToolError::new(
                 Code::Unsupported,
                 "attach enables no tracing: none of ROCPROF_KERNEL_TRACE, ROCPROF_MEMORY_COPY_TRACE, ROCPROF_HIP_RUNTIME_API_TRACE, ROCPROF_MEMORY_ALLOCATION_TRACE, ROCPROF_MARKER_API_TRACE is 1; pass a tracing option such as --kernel-trace",
@@ -433,8 +440,9 @@ impl AttachRequest {
         left_out
     }
 
-    /// A note for each kernel filter set to something: not implemented here, every record kept.
-    fn filter_notes(&self) -> Vec<String> {
+    /// A note for each kernel filter set to something: not implemented for tracing, every record
+    /// kept (with counters, the kernel filters choose the counted kernels).
+    fn filter_notes(&self, counters: bool) -> Vec<String> {
         let filtered = [
             ("ROCPROF_KERNEL_FILTER_INCLUDE_REGEX", ".*"),
             ("ROCPROF_KERNEL_FILTER_EXCLUDE_REGEX", ""),
@@ -444,6 +452,9 @@ impl AttachRequest {
         ];
         let mut notes = Vec::new();
         for (key, neutral) in filtered {
+            if counters && key.starts_with("ROCPROF_KERNEL_FILTER_") {
+                continue;
+            }
             if let Some(v) = self.env.get(key).filter(|v| v.trim() != neutral) {
                 notes.push(format!(
                     "{key}={v} is not implemented for CUDA; every record is kept"
@@ -515,10 +526,10 @@ mod tests {
             Code::Unsupported
         );
         assert!(e(
-            "attach\nROCPROF_ATTACH_DB=/a.db\nROCPROF_COUNTER_COLLECTION=1\nROCPROF_KERNEL_TRACE=1"
+            "attach\nROCPROF_ATTACH_DB=/a.db\nROCPROF_COUNTERS=pmc: SQ_INSTS_VALU\nROCPROF_KERNEL_TRACE=1"
         )
         .message
-        .contains("counter"));
+        .contains("smsp__inst_executed.sum"));
         assert_eq!(e("hello\n").code, Code::Unsupported);
         assert!(e("attach\nROCPROF_ATTACH_DB=/a.db\nROCPROF_PC_SAMPLING_METHOD=host_trap\nROCPROF_KERNEL_TRACE=1")
             .message

@@ -17,7 +17,7 @@
 //! id, looked up among the API rows of the last [`TID_GENERATION_NS`] or more, or the process id
 //! when API tracing is off.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::path::Path;
 
@@ -27,6 +27,8 @@ use rocprof_rocpd::Result;
 use crate::cuda::CudaInfo;
 use crate::db::{copy_operation, Counts, Header, SessionInfo, DRIVER_KIND, RUNTIME_KIND};
 use crate::host::demangle;
+use crate::metrics::Counter;
+use crate::pmc::KernelValues;
 use crate::records::{Collected, MARKER_END, MARKER_INSTANTANEOUS, MARKER_START};
 
 /// How far behind the frontier a row must start before it is written (CUPTI time, ns).
@@ -99,6 +101,15 @@ pub struct Sink {
     /// Newest start written per kind: kernels, copies, API calls.
     last: [u64; 3],
     counts: Counts,
+    /// Per-kernel counters (`--pmc`): what they are, their `rocpd_info_pmc` ids per device,
+    /// the values of counted launches by correlation id, the counted launches still waiting for
+    /// theirs (their kernel rows are held), and whether only counted kernels are written (no
+    /// `--kernel-trace`).
+    counters: Vec<Counter>,
+    pmc_ids: HashMap<u32, Vec<i64>>,
+    values: HashMap<u32, KernelValues>,
+    waiting: HashSet<u32>,
+    counted_only: bool,
 }
 
 /// Splits off the rows of `v` that start before `limit`, in arrival order.
@@ -138,7 +149,60 @@ impl Sink {
             markers: 0,
             last: [0; 3],
             counts: Counts::default(),
+            counters: Vec::new(),
+            pmc_ids: HashMap::new(),
+            values: HashMap::new(),
+            waiting: HashSet::new(),
+            counted_only: false,
         })
+    }
+
+    /// Kernel rows will carry these counters; with `counted_only`, kernels without values are
+    /// not written (`--pmc` without `--kernel-trace`, as rocprofv3 writes only counted ones).
+    pub fn set_counters(&mut self, counters: &[Counter], counted_only: bool) {
+        self.counters = counters.to_vec();
+        self.counted_only = counted_only;
+    }
+
+    /// The kernels with these correlation ids are counted and wait for their values: their
+    /// rows are held until [`Sink::add_values`] or [`Sink::finish`].
+    pub fn wait_for(&mut self, correlations: impl IntoIterator<Item = u32>) {
+        self.waiting = correlations.into_iter().collect();
+    }
+
+    /// Counter values of counted launches (by correlation id); nothing waits any more.
+    pub fn add_values(&mut self, values: HashMap<u32, KernelValues>) {
+        self.values.extend(values);
+        self.waiting.clear();
+    }
+
+    /// The `rocpd_info_pmc` ids of the counters on device `ordinal` (written at first use).
+    fn pmc_ids(&mut self, ordinal: u32) -> Result<Vec<i64>> {
+        if let Some(ids) = self.pmc_ids.get(&ordinal) {
+            return Ok(ids.clone());
+        }
+        let base = self.pmc_ids.len() * self.counters.len();
+        let mut ids = Vec::new();
+        for (i, c) in self.counters.iter().enumerate() {
+            let id = (base + i + 1) as i64;
+            self.h.writer.pmc(&Pmc {
+                id,
+                agent_id: ordinal as i64 + 1,
+                name: c.name.clone(),
+                description: c.description.clone(),
+                block: c.metric.split("__").next().unwrap_or("").to_owned(),
+                expression: if c.scale == 1.0 {
+                    c.metric.clone()
+                } else {
+                    format!("{} * {}", c.metric, c.scale)
+                },
+                is_constant: false,
+                is_derived: c.metric != c.name,
+            })?;
+            ids.push(id);
+        }
+        self.pmc_ids.insert(ordinal, ids.clone());
+        Ok(ids)
     }
 
     /// Rows written so far.
@@ -215,7 +279,14 @@ impl Sink {
     }
 
     fn write_ready(&mut self, limit: u64, api_name: &dyn Fn(bool, u32) -> String) -> Result<()> {
-        for k in ready(&mut self.held.kernels, limit, |k| k.start) {
+        let (waiting, values) = (&self.waiting, &self.values);
+        let (wait, now): (Vec<_>, Vec<_>) = ready(&mut self.held.kernels, limit, |k| k.start)
+            .into_iter()
+            .partition(|k| {
+                waiting.contains(&k.correlation) && !values.contains_key(&k.correlation)
+            });
+        self.held.kernels.extend(wait);
+        for k in now {
             self.kernel(&k)?;
         }
         for c in ready(&mut self.held.copies, limit, |c| c.start) {
@@ -301,7 +372,23 @@ impl Sink {
     }
 
     fn kernel(&mut self, k: &crate::records::KernelRow) -> Result<()> {
-        self.order(0, k.start);
+        let values = self.values.remove(&k.correlation);
+        let counted = values.as_ref().is_some_and(|v| !v.values.is_empty());
+        if self.counted_only && !counted {
+            return Ok(());
+        }
+        // A counted kernel's record may lack its start (seen on the H200): the launch call's
+        // entry and exit stand in for it, or its end when the launch was not recorded.
+        let (start, end) = match &values {
+            _ if k.start != 0 && k.end >= k.start => (k.start, k.end),
+            Some(v) => (v.enter, v.exit.max(v.enter + 1)),
+            None => (k.end, k.end.saturating_add(1)),
+        };
+        let counters = match values {
+            Some(v) if counted => self.pmc_ids(k.device)?.into_iter().zip(v.values).collect(),
+            _ => Vec::new(),
+        };
+        self.order(0, start);
         self.h.device_seen(k.device)?;
         let kernel_id = self.kernel_id(k)?;
         let g = |n: usize| k.grid[n] as i64 * k.block[n] as i64;
@@ -319,12 +406,13 @@ impl Sink {
                 ancestor: k.correlation as i64,
                 ..Default::default()
             },
-            start: self.ts(k.start),
-            end: self.ts(k.end),
+            start: self.ts(start),
+            end: self.ts(end),
             private_segment_size: k.local_per_thread as i64,
             group_segment_size: k.dynamic_shared as i64,
             workgroup: [k.block[0] as i64, k.block[1] as i64, k.block[2] as i64],
             grid: [g(0), g(1), g(2)],
+            counters,
             ..Default::default()
         };
         self.h.writer.kernel_dispatch(&dispatch)

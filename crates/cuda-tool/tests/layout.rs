@@ -300,3 +300,134 @@ fn tempfile_dir() -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// The counter APIs' parameter structs against the real headers: each `*_STRUCT_SIZE` (what
+/// CUPTI checks `structSize` against) and `sizeof` equal the Rust struct's.
+#[test]
+fn profiler_params_match_the_cupti_headers() {
+    use rocprof_cuda_tool::profiler::*;
+    let Some(inc) = headers() else {
+        println!("NOTE: CUPTI headers unavailable; profiler layout test skipped");
+        return;
+    };
+    macro_rules! rows {
+        ($(($t:ty, $c:literal)),* $(,)?) => {
+            vec![$(($c, <$t as Sized_>::struct_size(), std::mem::size_of::<$t>())),*]
+        };
+    }
+    let exp: Vec<(&str, usize, usize)> = rows![
+        (ProfilerInitialize, "CUpti_Profiler_Initialize_Params"),
+        (GetChipName, "CUpti_Device_GetChipName_Params"),
+        (
+            GetCounterAvailability,
+            "CUpti_Profiler_GetCounterAvailability_Params"
+        ),
+        (HostInitialize, "CUpti_Profiler_Host_Initialize_Params"),
+        (HostDeinitialize, "CUpti_Profiler_Host_Deinitialize_Params"),
+        (
+            HostConfigAddMetrics,
+            "CUpti_Profiler_Host_ConfigAddMetrics_Params"
+        ),
+        (
+            HostGetConfigImageSize,
+            "CUpti_Profiler_Host_GetConfigImageSize_Params"
+        ),
+        (
+            HostGetConfigImage,
+            "CUpti_Profiler_Host_GetConfigImage_Params"
+        ),
+        (
+            HostGetNumOfPasses,
+            "CUpti_Profiler_Host_GetNumOfPasses_Params"
+        ),
+        (
+            HostEvaluateToGpuValues,
+            "CUpti_Profiler_Host_EvaluateToGpuValues_Params"
+        ),
+        (
+            HostGetBaseMetrics,
+            "CUpti_Profiler_Host_GetBaseMetrics_Params"
+        ),
+        (
+            HostGetMetricProperties,
+            "CUpti_Profiler_Host_GetMetricProperties_Params"
+        ),
+        (RpEnable, "CUpti_RangeProfiler_Enable_Params"),
+        (RpObject, "CUpti_RangeProfiler_Start_Params"),
+        (RpObject, "CUpti_RangeProfiler_Disable_Params"),
+        (RpSetConfig, "CUpti_RangeProfiler_SetConfig_Params"),
+        (RpStop, "CUpti_RangeProfiler_Stop_Params"),
+        (RpDecodeData, "CUpti_RangeProfiler_DecodeData_Params"),
+        (
+            RpGetCounterDataSize,
+            "CUpti_RangeProfiler_GetCounterDataSize_Params"
+        ),
+        (
+            RpCounterDataImageInitialize,
+            "CUpti_RangeProfiler_CounterDataImage_Initialize_Params"
+        ),
+        (
+            RpGetCounterDataInfo,
+            "CUpti_RangeProfiler_GetCounterDataInfo_Params"
+        ),
+        (
+            RpGetRangeInfo,
+            "CUpti_RangeProfiler_CounterData_GetRangeInfo_Params"
+        ),
+        (PmEnable, "CUpti_PmSampling_Enable_Params"),
+        (PmObject, "CUpti_PmSampling_Start_Params"),
+        (PmSetConfig, "CUpti_PmSampling_SetConfig_Params"),
+        (PmDecodeData, "CUpti_PmSampling_DecodeData_Params"),
+        (
+            PmGetCounterAvailability,
+            "CUpti_PmSampling_GetCounterAvailability_Params"
+        ),
+        (
+            PmGetCounterDataSize,
+            "CUpti_PmSampling_GetCounterDataSize_Params"
+        ),
+        (
+            PmCounterDataImageInitialize,
+            "CUpti_PmSampling_CounterDataImage_Initialize_Params"
+        ),
+        (
+            PmGetCounterDataInfo,
+            "CUpti_PmSampling_GetCounterDataInfo_Params"
+        ),
+        (
+            PmGetSampleInfo,
+            "CUpti_PmSampling_CounterData_GetSampleInfo_Params"
+        ),
+    ];
+    let mut c = String::from(
+        "#include <stdio.h>\n#include <stddef.h>\n#include <cupti.h>\n#include <cupti_target.h>\n\
+         #include <cupti_profiler_target.h>\n#include <cupti_profiler_host.h>\n\
+         #include <cupti_range_profiler.h>\n#include <cupti_pmsampling.h>\nint main(void){\n",
+    );
+    for (ty, _, _) in &exp {
+        c += &format!("printf(\"{ty} %zu %zu\\n\", (size_t){ty}_STRUCT_SIZE, sizeof({ty}));\n");
+    }
+    c += "return 0;}\n";
+    let dir = tempfile_dir().join("profiler");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, exe) = (dir.join("p.c"), dir.join("p"));
+    std::fs::write(&src, c).unwrap();
+    let out = Command::new("gcc")
+        .arg("-I")
+        .arg(&inc)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("gcc runs");
+    assert!(
+        out.status.success(),
+        "gcc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+    for ((ty, size, sizeof), line) in exp.iter().zip(text.lines()) {
+        assert_eq!(line, format!("{ty} {size} {sizeof}"), "{ty}");
+    }
+    assert_eq!(text.lines().count(), exp.len());
+}

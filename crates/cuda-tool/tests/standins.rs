@@ -74,6 +74,7 @@ fn build(dir: &Path) -> Option<(PathBuf, PathBuf)> {
         "-o",
         &d("libcupti.so.13"),
         &s("fake_cupti.c"),
+        &s("fake_cupti_profiler.c"),
         "-ldl",
     ]);
     let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/harness.c");

@@ -86,6 +86,8 @@ impl Stats {
 pub struct Summary {
     /// Per domain: name → stats.
     pub domains: HashMap<Domain, HashMap<String, Stats>>,
+    /// Hardware counters per kernel name and counter.
+    pub counters: crate::report::counters::Counters,
 }
 
 impl Summary {
@@ -106,6 +108,14 @@ impl Summary {
 
     /// Adds the statistics of `other` (statistics merge exactly: integer sums, min, max).
     pub fn merge(&mut self, other: &Summary) {
+        for (k, s) in &other.counters {
+            match self.counters.get_mut(k) {
+                Some(t) => t.merge(s),
+                None => {
+                    self.counters.insert(k.clone(), *s);
+                }
+            }
+        }
         for (d, names) in &other.domains {
             let mine = self.domains.entry(*d).or_default();
             for (n, s) in names {

@@ -66,10 +66,18 @@ fn build(out: &str, sources: &[PathBuf], inputs: &[PathBuf], flags: &[String]) -
 fn cupti_flags() -> (Vec<String>, Vec<PathBuf>) {
     let inc = cupti_include();
     let flags = vec!["-I".to_string(), inc.display().to_string()];
-    let inputs = ["cupti_version.h", "cupti_activity.h", "cupti_result.h"]
-        .iter()
-        .map(|h| inc.join(h))
-        .collect();
+    let inputs = [
+        "cupti_version.h",
+        "cupti_activity.h",
+        "cupti_result.h",
+        "cupti_range_profiler.h",
+        "cupti_pmsampling.h",
+        "cupti_profiler_host.h",
+        "cupti_profiler_target.h",
+    ]
+    .iter()
+    .map(|h| inc.join(h))
+    .collect();
     (flags, inputs)
 }
 
@@ -104,8 +112,14 @@ pub fn build_standins() -> Standins {
     flags.extend(["-fPIC", "-shared", "-Wl,-soname,libcupti.so.13"].map(String::from));
     let libcupti = build(
         "libcupti.so.13",
-        &[fixtures_dir().join("fake_cupti.c")],
-        &inputs,
+        &[
+            fixtures_dir().join("fake_cupti.c"),
+            fixtures_dir().join("fake_cupti_profiler.c"),
+        ],
+        &inputs
+            .into_iter()
+            .chain([fixtures_dir().join("fake_cupti_internal.h")])
+            .collect::<Vec<_>>(),
         &flags,
     );
     let target = build_program("cuda_target", &[fixtures_dir().join("cuda_target.c")], &[]);

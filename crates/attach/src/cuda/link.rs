@@ -26,15 +26,16 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// rocprofv3 features CUDA has no equivalent for: the variable and the option named in the
 /// error. (Trace switches CUDA has no equivalent for, such as scratch memory or RCCL, are implied
-/// by `--runtime-trace` and `--sys-trace`: they are left out quietly, see [`TRACED`].)
-const UNSUPPORTED: [(&str, &str); 3] = [
-    ("ROCPROF_COUNTERS", "--pmc"),
+/// by `--runtime-trace` and `--sys-trace`: they are left out quietly, see [`TRACED`].) `--pmc`
+/// is collected through CUPTI's range profiler (docs/cuda.md, "Counters").
+const UNSUPPORTED: [(&str, &str); 2] = [
     ("ROCPROF_ADVANCED_THREAD_TRACE", "--advanced-thread-trace"),
     ("ROCPROF_PC_SAMPLING_BETA_ENABLED", "--pc-sampling"),
 ];
 
-/// The trace switches the CUDA tool maps to CUPTI activity kinds (docs/cuda.md).
-const TRACED: [&str; 6] = [
+/// The switches the CUDA tool maps to CUPTI activity kinds or counters (docs/cuda.md).
+const TRACED: [&str; 7] = [
+    "ROCPROF_COUNTER_COLLECTION",
     "ROCPROF_KERNEL_TRACE",
     "ROCPROF_MEMORY_COPY_TRACE",
     "ROCPROF_MEMORY_ALLOCATION_TRACE",
@@ -112,6 +113,80 @@ pub struct Finished {
     pub flush_us: u64,
     /// Microseconds writing the database took.
     pub write_us: u64,
+    /// What `--pmc` counted and what it cost (absent without counters).
+    pub counters: Option<CounterReport>,
+}
+
+/// The tool's account of a counting window (`--pmc`).
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+pub struct CounterReport {
+    /// `[name, NVIDIA metric]` per counter.
+    pub metrics: Vec<(String, String)>,
+    /// "user" (one pass) or "kernel" (CUPTI kernel replay).
+    pub replay: String,
+    /// Passes of the metric set.
+    pub passes: u64,
+    /// CUDA devices counted.
+    pub devices: Vec<i64>,
+    /// Launches counted (serialised), and those whose values were written.
+    pub launches: u64,
+    /// See `launches`.
+    pub kept: u64,
+    /// Ranges decoded, and dropped by CUPTI.
+    pub ranges: u64,
+    /// See `ranges`.
+    pub dropped: u64,
+    /// Why counting stopped: "budget", "nothing-left" or "detach".
+    pub stopped_by: String,
+    /// Milliseconds kernels were serialised.
+    pub counting_ms: u64,
+    /// Microseconds: one-time setup, Start, Stop, decoding.
+    pub setup_us: u64,
+    /// See `setup_us`.
+    pub start_us: u64,
+    /// See `setup_us`.
+    pub stop_us: u64,
+    /// See `setup_us`.
+    pub decode_us: u64,
+    /// Caveats (mismatches, re-enabling).
+    pub notes: Vec<String>,
+}
+
+impl CounterReport {
+    /// One line: what was counted and what it cost.
+    pub fn summary(&self, pid: i32) -> String {
+        let names: Vec<String> = self
+            .metrics
+            .iter()
+            .map(|(n, m)| {
+                if n == m {
+                    n.clone()
+                } else {
+                    format!("{n} ({m})")
+                }
+            })
+            .collect();
+        let why = match self.stopped_by.as_str() {
+            "budget" => "the per-window budget of counted launches was reached",
+            "nothing-left" => "every kernel seen had its launches (--kernel-iteration-range)",
+            _ => "the window ended",
+        };
+        format!(
+            "process {pid}: counters {}: {} launches counted, values written for {}; counting stopped because {why}; \
+             kernels were serialised for {} ms (setup {} ms, start {:.1} ms, stop {:.1} ms, decode {:.1} ms; {} replay, {} pass(es))",
+            names.join(", "),
+            self.launches,
+            self.kept,
+            self.counting_ms,
+            self.setup_us / 1000,
+            self.start_us as f64 / 1000.0,
+            self.stop_us as f64 / 1000.0,
+            self.decode_us as f64 / 1000.0,
+            self.replay,
+            self.passes
+        )
+    }
 }
 
 /// Refuse what CUDA cannot do, naming the option.
@@ -126,7 +201,7 @@ fn refuse_unsupported(pid: i32, env: &EnvList) -> Result<()> {
                 reason: format!(
                     "{option} is not available for CUDA processes (it is a ROCm feature; CUDA targets support \
                      --kernel-trace, --memory-copy-trace, --memory-allocation-trace, --runtime-trace, --hip-trace, \
-                     --marker-trace and --sys-trace). Fix: drop {option}"
+                     --marker-trace, --sys-trace and --pmc). Fix: drop {option}"
                 ),
             });
         }
@@ -137,7 +212,7 @@ fn refuse_unsupported(pid: i32, env: &EnvList) -> Result<()> {
             reason:
                 "none of the options asks for something CUDA can trace. Fix: add --kernel-trace, \
                      --memory-copy-trace, --memory-allocation-trace, --runtime-trace, --hip-trace, \
-                     --marker-trace or --sys-trace"
+                     --marker-trace, --sys-trace or --pmc COUNTER..."
                     .into(),
         });
     }
@@ -399,9 +474,16 @@ mod tests {
     #[test]
     fn what_cuda_cannot_do_is_refused_by_name() {
         let mut env = EnvList::default();
-        env.set("ROCPROF_COUNTERS", "SQ_WAVES");
+        env.set("ROCPROF_ADVANCED_THREAD_TRACE", "1");
         let e = refuse_unsupported(1, &env).unwrap_err().to_string();
-        assert!(e.contains("--pmc"), "{e}");
+        assert!(e.contains("--advanced-thread-trace"), "{e}");
+        let mut env = EnvList::default();
+        env.set("ROCPROF_COUNTER_COLLECTION", "1");
+        env.set("ROCPROF_COUNTERS", "pmc: SQ_WAVES");
+        assert!(
+            refuse_unsupported(1, &env).is_ok(),
+            "--pmc alone is counted"
+        );
         let mut env = EnvList::default();
         env.set("ROCPROF_SCRATCH_MEMORY_TRACE", "1");
         let e = refuse_unsupported(1, &env).unwrap_err().to_string();

@@ -104,13 +104,16 @@ fn place_args(cmd: Command) -> Command {
 #[group(skip)]
 pub struct ValueOptions {
     // ------------------------------------------------------------------ counters
-    /// Hardware counters to collect, space-separated (one group only when attaching)
+    /// Hardware counters to collect, space-separated (one group only when attaching; CUDA
+    /// processes: NVIDIA metric names as ncu takes them, or rocprofv3 names with an NVIDIA
+    /// equivalent such as SQ_WAVES; docs/cuda.md)
     #[arg(id = "pmc", long = "pmc", help_heading = H_COUNTERS, value_name = "COUNTER", num_args = 0..)]
     pub pmc_values: Vec<String>,
     /// YAML file with extra counter definitions (its contents are sent to the target)
     #[arg(short = 'E', long, help_heading = H_COUNTERS, value_name = "FILE")]
     pub extra_counters: Option<String>,
-    /// Counter replay strategy; 'kernel' (beta) replays each dispatch once per --pmc group
+    /// Counter replay strategy; 'kernel' (beta) replays each dispatch once per --pmc group (CUDA:
+    /// CUPTI kernel replay, about 20-33 ms per counted kernel on an H200)
     #[arg(long, help_heading = H_COUNTERS, value_name = "MODE", ignore_case = true,
           value_parser = PossibleValuesParser::new(["kernel", "application"]))]
     pub replay_mode: Option<String>,
@@ -132,7 +135,8 @@ pub struct ValueOptions {
     /// Exclude kernels matching this regular expression (applied after the include filter)
     #[arg(long, help_heading = H_FILTER, value_name = "REGEX")]
     pub kernel_exclude_regex: Option<String>,
-    /// Kernel iteration range(s), e.g. "[1-5]"
+    /// Kernel iteration range(s), e.g. "[1-5]" (CUDA --pmc: launches of each kernel counted per
+    /// window; default [1-5])
     #[arg(long, help_heading = H_FILTER, value_name = "RANGE", num_args = 1..)]
     pub kernel_iteration_range: Vec<String>,
     /// Not available when attaching (bound the session with --attach-duration-msec instead)

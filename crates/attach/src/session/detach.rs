@@ -413,6 +413,20 @@ fn cuda_detached(a: &Attachment, ctl: &DetachControl, events: Events) -> Result<
             ),
         });
     }
+    if let Some(c) = &finished.counters {
+        let mut lines = vec![c.summary(a.pid)];
+        lines.extend(
+            c.notes
+                .iter()
+                .map(|n| format!("process {}: counters: {n}", a.pid)),
+        );
+        for message in lines {
+            events(Event::Warning {
+                pid: Some(a.pid),
+                message,
+            });
+        }
+    }
     tracing::debug!(
         "process {}: the CUDA tool wrote {} ({} kernels, {} copies, {} API calls, {} allocations, {} dropped, {} late; \
          flush {} µs, write {} µs)",

@@ -1,6 +1,7 @@
 //! Tables rendered as console text, CSV, JSON, Markdown or HTML: the output of `query` and the
 //! file formats of `summary` (whose HTML page adds inline SVG charts, [`html`]).
 
+pub mod counters;
 pub mod html;
 pub mod live;
 pub mod pass;

@@ -264,6 +264,7 @@ fn one_source(
         merge_named(sum.domains.entry(d).or_default(), op, s);
     }
     sum.domains.retain(|_, m| !m.is_empty());
+    sum.counters = super::counters::collect(src, &dims, opts, w)?;
 
     let mut lanes = Vec::new();
     if let Some(b) = &host.host {

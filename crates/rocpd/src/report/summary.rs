@@ -80,6 +80,7 @@ pub fn tables(s: &Summary, top: usize, domain_summary: bool, prefix: &str) -> Ve
                 .collect(),
         });
     }
+    out.extend(super::counters::table(&s.counters, prefix));
     out
 }
 

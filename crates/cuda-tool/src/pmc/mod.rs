@@ -1,0 +1,631 @@
+//! Per-kernel hardware counters (`--pmc`) through CUPTI's range profiler: auto range, one
+//! range per kernel, started and stopped on the tool's thread (docs/cuda.md, "Counters").
+//!
+//! * Once per process (kept between sessions, [`Counters`]): the profiler is initialised, the
+//!   counter availability read (it stalls the application about 0.6 s on the H200, so once), a
+//!   config built for the metrics, and a range profiler enabled on every active primary context
+//!   (`Enable` after a `Disable` stalled the application 2.5-6.5 s: objects stay enabled, not
+//!   started, between sessions; a session with other metrics disables and enables again, and
+//!   says so).
+//! * Per window: the counter data image is reset, `SetConfig`, `Start`, and the launch callbacks
+//!   ([`launches`]) record the launches in order. Counting serialises kernels, so the window
+//!   stops counting after [`crate::metrics::DEFAULT_MAX_RANGES`] launches or when nothing more
+//!   is kept; then (at the next tick, or at detach) `Stop`, `DecodeData`, and every range is
+//!   evaluated and given to its launch: range *i* is launch *i*.
+//! * A refusal (no privileges, unknown metric, a set needing several passes) happens before
+//!   anything is enabled.
+
+pub mod launches;
+mod setup;
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::metrics::CounterPlan;
+use crate::profiler::{self, Profiler};
+use crate::protocol::{Code, ToolError};
+use launches::{Launch, StopReason};
+
+/// The counter values of one counted launch, and its launch call's times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelValues {
+    /// One value per counter of the plan, in its order (scaled: [`crate::metrics::Counter`]);
+    /// empty for a launch counted but not kept (or not attributed).
+    pub values: Vec<f64>,
+    /// API entry and exit of the launch, CUPTI's clock.
+    pub enter: u64,
+    /// See `enter`.
+    pub exit: u64,
+}
+
+/// The process's counters and the session's notes, or the refusal with the previous counters
+/// given back untouched.
+pub type Prepared = Result<(Counters, Vec<String>), (ToolError, Option<Box<Counters>>)>;
+
+/// A range profiler enabled on one context.
+struct Object {
+    ordinal: i32,
+    ctx: *mut c_void,
+    object: *mut c_void,
+    /// The counter data image (8-byte aligned) and its size in bytes.
+    image: Vec<u64>,
+    size: usize,
+}
+
+impl Object {
+    fn image_bytes(&mut self) -> (*mut u8, usize) {
+        (self.image.as_mut_ptr() as *mut u8, self.size)
+    }
+}
+
+/// The counter state of the process: what stays configured between sessions.
+pub struct Counters {
+    prof: Profiler,
+    /// (metrics, kernel replay) the objects are configured for.
+    key: (Vec<String>, bool),
+    host: *mut c_void,
+    config: Vec<u8>,
+    passes: usize,
+    metrics: Vec<CString>,
+    objects: Vec<Object>,
+    max_ranges: usize,
+    /// The metric that checks a range against its launch's grid (maybe added, not written).
+    anchor: Anchor,
+    /// The open window's plan and report.
+    window: Option<(Arc<CounterPlan>, Report, Instant)>,
+}
+
+/// What a window counted and cost: the `counters` object of the detach reply.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Report {
+    /// `name -> NVIDIA metric` in the plan's order.
+    pub metrics: Vec<(String, String)>,
+    /// `--replay-mode kernel` (every pass replayed per kernel) or user replay (one pass).
+    pub replay: &'static str,
+    /// Passes of the metric set.
+    pub passes: usize,
+    /// Contexts (devices) counted.
+    pub devices: Vec<i32>,
+    /// Launches counted (each serialised by the range profiler), and the launches kept.
+    pub launches: usize,
+    /// Launches whose values were kept and written.
+    pub kept: usize,
+    /// Ranges decoded and ranges CUPTI dropped.
+    pub ranges: usize,
+    /// See `ranges`.
+    pub dropped: usize,
+    /// Why counting stopped: "budget", "nothing-left" (every kernel had its launches) or
+    /// "detach".
+    pub stopped_by: &'static str,
+    /// From `Start` to `Stop` (ms): the time kernels were serialised.
+    pub counting_ms: u64,
+    /// One-time costs of this session (µs): configuring and enabling (0 when reused).
+    pub setup_us: u64,
+    /// `Start`, `Stop` and decoding with evaluation (µs).
+    pub start_us: u64,
+    /// See `start_us`.
+    pub stop_us: u64,
+    /// See `start_us`.
+    pub decode_us: u64,
+    /// What the user should know (mismatches, re-enabling).
+    pub notes: Vec<String>,
+}
+
+/// Enables the tool's launch callbacks on subscriber `sub` (runtime and driver launches).
+///
+/// # Safety
+/// `sub` must come from `cuptiSubscribe` of `c` and still be subscribed.
+pub unsafe fn enable_callbacks(c: &crate::cupti::Cupti, sub: *mut c_void) -> Result<(), ToolError> {
+    let Some(enable) = c.enable_callback else {
+        return Err(ToolError::new(
+            Code::CuptiOld,
+            format!("{} lacks cuptiEnableCallback; use the libcupti of CUDA 12 or 13 (ROCPROF_ATTACH_CUPTI)", c.path.display()),
+        ));
+    };
+    let domains = [
+        (
+            crate::cupti::CUPTI_CB_DOMAIN_RUNTIME_API,
+            &launches::RUNTIME_LAUNCHES[..],
+        ),
+        (
+            crate::cupti::CUPTI_CB_DOMAIN_DRIVER_API,
+            &launches::DRIVER_LAUNCHES[..],
+        ),
+    ];
+    for (domain, cbids) in domains {
+        for &cbid in cbids {
+            // SAFETY: sub came from cuptiSubscribe.
+            let r = unsafe { enable(1, sub, domain, cbid) };
+            if r != 0 {
+                return Err(failed(
+                    &format!("cuptiEnableCallback({domain}, {cbid})"),
+                    c,
+                    r,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn failed(what: &str, c: &crate::cupti::Cupti, r: i32) -> ToolError {
+    ToolError::new(
+        Code::Internal,
+        format!("{what} failed with {}; counters are not collected: attach without --pmc, or report this", c.describe(r)),
+    )
+}
+
+impl Counters {
+    /// The process's counter state for `plan`: `previous` reused when it holds the same metrics,
+    /// else set up (refusals before anything is enabled). Returns notes for the session.
+    pub fn prepare(
+        c: &crate::cupti::Cupti,
+        plan: &CounterPlan,
+        previous: Option<Counters>,
+    ) -> Prepared {
+        let key = (
+            plan.counters
+                .iter()
+                .map(|x| x.metric.clone())
+                .collect::<Vec<_>>(),
+            plan.kernel_replay,
+        );
+        if let Some(p) = previous {
+            if p.key == key {
+                return Ok((p, Vec::new()));
+            }
+            return setup::replace(c, plan, key, p);
+        }
+        setup::create(c, plan, key, Vec::new()).map_err(|e| (e, None))
+    }
+
+    /// Opens a counting window: resets every image, sets the config, starts the range profilers
+    /// and the launch callbacks' recording.
+    pub fn start(
+        &mut self,
+        c: &crate::cupti::Cupti,
+        plan: Arc<CounterPlan>,
+        setup_us: u64,
+    ) -> Result<(), ToolError> {
+        let t0 = Instant::now();
+        let replay = if self.key.1 {
+            profiler::KERNEL_REPLAY
+        } else {
+            profiler::USER_REPLAY
+        };
+        let (config, max_ranges) = (self.config.as_ptr(), self.max_ranges);
+        let config_size = self.config.len();
+        let contexts = self.objects.iter().map(|o| o.ctx as usize).collect();
+        launches::open(plan.clone(), contexts);
+        let started = self.start_objects(c, replay, config, config_size, max_ranges);
+        if let Err(e) = started {
+            launches::close();
+            return Err(e);
+        }
+        launches::started();
+        let report = Report {
+            metrics: plan
+                .counters
+                .iter()
+                .map(|x| (x.name.clone(), x.metric.clone()))
+                .collect(),
+            replay: if self.key.1 { "kernel" } else { "user" },
+            passes: self.passes,
+            devices: self.objects.iter().map(|o| o.ordinal).collect(),
+            setup_us,
+            start_us: t0.elapsed().as_micros() as u64,
+            ..Default::default()
+        };
+        self.window = Some((plan, report, Instant::now()));
+        Ok(())
+    }
+
+    /// Resets every image, sets the config and starts every object; on a failure the objects
+    /// already started are stopped again (nothing is left counting).
+    fn start_objects(
+        &mut self,
+        c: &crate::cupti::Cupti,
+        replay: i32,
+        config: *const u8,
+        config_size: usize,
+        max_ranges: usize,
+    ) -> Result<(), ToolError> {
+        let mut started = 0;
+        let r = self.start_each(c, replay, config, config_size, max_ranges, &mut started);
+        if r.is_err() {
+            let prof = self.prof;
+            for o in &self.objects[..started] {
+                let obj = o.object;
+                // SAFETY: an object of ours that this call started.
+                let _ =
+                    unsafe { profiler::call(prof.rp_stop, |p| p.p_range_profiler_object = obj) };
+            }
+        }
+        r
+    }
+
+    /// [`Counters::start_objects`]'s loop; `started` counts the objects started.
+    fn start_each(
+        &mut self,
+        c: &crate::cupti::Cupti,
+        replay: i32,
+        config: *const u8,
+        config_size: usize,
+        max_ranges: usize,
+        started: &mut usize,
+    ) -> Result<(), ToolError> {
+        let prof = self.prof;
+        for o in &mut self.objects {
+            let (image, size) = o.image_bytes();
+            let obj = o.object;
+            // SAFETY: the object came from cuptiRangeProfilerEnable; image and config live in
+            // self for as long as the object is configured with them.
+            unsafe {
+                profiler::call(prof.rp_data_init, |p| {
+                    p.p_range_profiler_object = obj;
+                    p.counter_data_size = size;
+                    p.p_counter_data = image;
+                })
+                .map_err(|r| failed("cuptiRangeProfilerCounterDataImageInitialize", c, r))?;
+                profiler::call(prof.rp_set_config, |p| {
+                    p.p_range_profiler_object = obj;
+                    p.config_size = config_size;
+                    p.p_config = config;
+                    p.counter_data_image_size = size;
+                    p.p_counter_data_image = image;
+                    p.range = profiler::AUTO_RANGE;
+                    p.replay_mode = replay;
+                    p.max_ranges_per_pass = max_ranges;
+                    p.num_nesting_levels = 1;
+                    p.min_nesting_level = 1;
+                    p.pass_index = 0;
+                    p.target_nesting_level = 1;
+                })
+                .map_err(|r| failed("cuptiRangeProfilerSetConfig", c, r))?;
+                profiler::call(prof.rp_start, |p| p.p_range_profiler_object = obj)
+                    .map_err(|r| failed("cuptiRangeProfilerStart", c, r))?;
+            }
+            *started += 1;
+        }
+        Ok(())
+    }
+
+    /// Whether a window is open and its recording stopped (budget or nothing left to keep):
+    /// time to [`Counters::finish`].
+    pub fn due(&self) -> bool {
+        self.window.is_some() && launches::stop_reason() != StopReason::Running
+    }
+
+    /// Whether a window is open.
+    pub fn counting(&self) -> bool {
+        self.window.is_some()
+    }
+
+    /// Stops the window: `Stop`, `DecodeData`, evaluation; the values of the kept launches by
+    /// correlation id, and the report. `None` when no window is open.
+    pub fn finish(
+        &mut self,
+        c: &crate::cupti::Cupti,
+    ) -> Option<(HashMap<u32, KernelValues>, Report)> {
+        let (plan, mut report, started) = self.window.take()?;
+        let t0 = Instant::now();
+        let prof = self.prof;
+        launches::stopping();
+        for o in &self.objects {
+            let obj = o.object;
+            // SAFETY: a started object of ours.
+            if let Err(r) =
+                unsafe { profiler::call(prof.rp_stop, |p| p.p_range_profiler_object = obj) }
+            {
+                report.notes.push(format!(
+                    "cuptiRangeProfilerStop failed with {}",
+                    c.describe(r)
+                ));
+            }
+        }
+        let window = launches::close();
+        report.stop_us = t0.elapsed().as_micros() as u64;
+        report.counting_ms = started.elapsed().as_millis() as u64;
+        let t1 = Instant::now();
+        let mut values = HashMap::new();
+        if let Some(w) = window {
+            report.stopped_by = match w.stop {
+                StopReason::Budget => "budget",
+                StopReason::NothingLeft => "nothing-left",
+                StopReason::Running => "detach",
+            };
+            report.launches = w.launches.len();
+            for i in 0..self.objects.len() {
+                let (ranges, dropped) = self.decode(c, i, &mut report);
+                let ctx = self.objects[i].ctx as usize;
+                let mine: Vec<&Launch> = w.launches.iter().filter(|l| l.ctx == ctx).collect();
+                let uncertain = Uncertain {
+                    after: w.after.get(&ctx).copied().unwrap_or(0) as usize,
+                    during_start: w.during_start as usize,
+                    during_stop: w.during_stop as usize,
+                    dropped,
+                };
+                let anchor = self.anchor;
+                attribute(
+                    &plan,
+                    &mine,
+                    &uncertain,
+                    anchor,
+                    ranges,
+                    &mut values,
+                    &mut report,
+                );
+            }
+        }
+        report.kept = values.values().filter(|v| !v.values.is_empty()).count();
+        report.decode_us = t1.elapsed().as_micros() as u64;
+        Some((values, report))
+    }
+
+    /// Decodes object `i`'s ranges and evaluates each: one value per metric (unscaled), and the
+    /// ranges CUPTI dropped.
+    fn decode(
+        &mut self,
+        c: &crate::cupti::Cupti,
+        i: usize,
+        report: &mut Report,
+    ) -> (Vec<Vec<f64>>, usize) {
+        let prof = self.prof;
+        let names: Vec<*const std::ffi::c_char> = self.metrics.iter().map(|m| m.as_ptr()).collect();
+        let host = self.host;
+        let o = &mut self.objects[i];
+        let obj = o.object;
+        let (image, size) = o.image_bytes();
+        // SAFETY: a stopped object of ours and its image; `names` outlives the calls.
+        unsafe {
+            let dropped = match profiler::call(prof.rp_decode, |p| p.p_range_profiler_object = obj)
+            {
+                Ok(p) => p.num_of_range_dropped,
+                Err(r) => {
+                    report.notes.push(format!(
+                        "cuptiRangeProfilerDecodeData failed with {}: no values",
+                        c.describe(r)
+                    ));
+                    return (Vec::new(), 0);
+                }
+            };
+            report.dropped += dropped;
+            let total = profiler::call(prof.rp_data_info, |p| {
+                p.p_counter_data_image = image;
+                p.counter_data_image_size = size;
+            })
+            .map_or(0, |p| p.num_total_ranges);
+            let mut out = Vec::with_capacity(total);
+            for r in 0..total {
+                let mut v = vec![f64::NAN; names.len()];
+                let ok = profiler::call(prof.host_evaluate, |p| {
+                    p.p_host_object = host;
+                    p.p_counter_data_image = image;
+                    p.counter_data_image_size = size;
+                    p.range_index = r;
+                    p.pp_metric_names = names.as_ptr();
+                    p.num_metrics = names.len();
+                    p.p_metric_values = v.as_mut_ptr();
+                });
+                if ok.is_err() {
+                    v.fill(f64::NAN);
+                }
+                out.push(v);
+            }
+            report.ranges += total;
+            (out, dropped)
+        }
+    }
+}
+
+/// What makes range *i* launch *i + x*: launches seen (not recorded) after the budget, while
+/// `Start` and `Stop` were called (each may or may not have become a range), and the ranges
+/// CUPTI dropped.
+struct Uncertain {
+    after: usize,
+    during_start: usize,
+    during_stop: usize,
+    dropped: usize,
+}
+
+/// An anchor metric checks that a range is its launch: `(index among the metrics evaluated,
+/// warps (true) or blocks (false))`.
+pub type Anchor = Option<(usize, bool)>;
+
+fn anchor_holds(anchor: Anchor, l: &Launch, values: &[f64]) -> Option<bool> {
+    let (i, warps) = anchor?;
+    let (blocks, threads) = l.grid?;
+    let want = if warps {
+        blocks * threads.div_ceil(32)
+    } else {
+        blocks
+    };
+    Some(values.get(i).is_some_and(|v| *v == want as f64))
+}
+
+/// The offset `x` (range `i + x` is launch `i`). Launches wait at the gate while `Start` is
+/// called, so `x` is 0 unless launches were uncertain there (in flight when the window opened,
+/// or past the gate's time limit): then `x` is at most their number, and the one offset at which
+/// every launch's grid matches its range's anchor metric is taken; `None` when there is no
+/// single such offset. Ranges beyond the recorded launches (after the budget, during `Stop`) and
+/// recorded launches that were not ranges (during `Stop`) are at the end and change nothing.
+fn offset(
+    launches: &[&Launch],
+    u: &Uncertain,
+    anchor: Anchor,
+    ranges: &[Vec<f64>],
+) -> Option<usize> {
+    let hi = u.during_start.min(ranges.len());
+    let fits = |x: usize| {
+        launches
+            .iter()
+            .zip(ranges.iter().skip(x))
+            .all(|(l, v)| anchor_holds(anchor, l, v) != Some(false))
+    };
+    let candidates: Vec<usize> = (0..=hi).filter(|&x| fits(x)).collect();
+    match candidates.as_slice() {
+        [x] => Some(*x),
+        _ => None,
+    }
+}
+
+/// Gives range *i + x* to launch *i* of one context ([`offset`]); when no single offset fits,
+/// nothing is attributed and a note says why: no value is ever given to the wrong launch.
+fn attribute(
+    plan: &CounterPlan,
+    launches: &[&Launch],
+    u: &Uncertain,
+    anchor: Anchor,
+    ranges: Vec<Vec<f64>>,
+    out: &mut HashMap<u32, KernelValues>,
+    report: &mut Report,
+) {
+    for l in launches {
+        out.insert(
+            l.correlation,
+            KernelValues {
+                values: Vec::new(),
+                enter: l.enter,
+                exit: l.exit.max(l.enter),
+            },
+        );
+    }
+    let Some(x) = offset(launches, u, anchor, &ranges) else {
+        report.notes.push(format!(
+            "the range profiler returned {} ranges ({} dropped) for {} launches ({} more after the budget, {} during Start, {} during Stop), and no alignment fits{}: no value of this window is attributed, none is given to the wrong kernel; attach again",
+            ranges.len() + u.dropped, u.dropped, launches.len(), u.after, u.during_start, u.during_stop,
+            if anchor.is_some() { " the launches' grids" } else { " (add sm__ctas_launched.sum or SQ_WAVES to check grids)" }
+        ));
+        return;
+    };
+    for (l, v) in launches.iter().zip(ranges.into_iter().skip(x)) {
+        if !l.keep {
+            continue;
+        }
+        let values = v
+            .iter()
+            .zip(&plan.counters)
+            .map(|(x, c)| x * c.scale)
+            .collect();
+        out.insert(
+            l.correlation,
+            KernelValues {
+                values,
+                enter: l.enter,
+                exit: l.exit.max(l.enter),
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(correlation: u32, blocks: u64) -> Launch {
+        Launch {
+            correlation,
+            ctx: 1,
+            keep: true,
+            grid: Some((blocks, 64)),
+            enter: 10,
+            exit: 20,
+        }
+    }
+
+    fn uncertain(during_start: usize) -> Uncertain {
+        Uncertain {
+            after: 0,
+            during_start,
+            during_stop: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Ranges whose anchor (index 0, blocks) is `blocks`.
+    fn ranges(blocks: &[u64]) -> Vec<Vec<f64>> {
+        blocks.iter().map(|&b| vec![b as f64, 7.0]).collect()
+    }
+
+    #[test]
+    fn ranges_are_aligned_to_launches() {
+        let ls: Vec<Launch> = [3, 5, 7, 3, 5]
+            .iter()
+            .zip(1..)
+            .map(|(&b, c)| launch(c, b))
+            .collect();
+        let refs: Vec<&Launch> = ls.iter().collect();
+        let anchor = Some((0, false));
+        // No uncertain launch: range i is launch i.
+        assert_eq!(
+            offset(&refs, &uncertain(0), anchor, &ranges(&[3, 5, 7, 3, 5])),
+            Some(0)
+        );
+        // Two launches in flight at Start became the first two ranges: the grids say so.
+        let r = ranges(&[9, 9, 3, 5, 7, 3, 5]);
+        assert_eq!(offset(&refs, &uncertain(2), anchor, &r), Some(2));
+        // A grid that matches no alignment: nothing is attributed.
+        assert_eq!(
+            offset(&refs, &uncertain(1), anchor, &ranges(&[4, 4, 4, 4, 4])),
+            None
+        );
+        // Without an anchor an uncertain start cannot be resolved.
+        assert_eq!(offset(&refs, &uncertain(1), None, &r), None);
+        assert_eq!(offset(&refs, &uncertain(0), None, &r), Some(0));
+        // A periodic pattern fits two offsets: refused.
+        let ls: Vec<Launch> = [3, 5, 3, 5]
+            .iter()
+            .zip(1..)
+            .map(|(&b, c)| launch(c, b))
+            .collect();
+        let refs: Vec<&Launch> = ls.iter().collect();
+        assert_eq!(
+            offset(&refs, &uncertain(2), anchor, &ranges(&[3, 5, 3, 5, 3, 5])),
+            None
+        );
+    }
+
+    #[test]
+    fn attributed_values_are_scaled_and_unattributed_launches_keep_their_times() {
+        let plan = crate::metrics::counter_plan(
+            &[(
+                "ROCPROF_COUNTERS".to_owned(),
+                "pmc: sm__ctas_launched.sum FETCH_SIZE".to_owned(),
+            )]
+            .into_iter()
+            .collect(),
+        )
+        .unwrap()
+        .unwrap();
+        let ls = [launch(1, 3), launch(2, 5)];
+        let refs: Vec<&Launch> = ls.iter().collect();
+        let (mut out, mut report) = (HashMap::new(), Report::default());
+        let r = vec![vec![3.0, 2048.0], vec![5.0, 1024.0]];
+        attribute(
+            &plan,
+            &refs,
+            &uncertain(0),
+            Some((0, false)),
+            r,
+            &mut out,
+            &mut report,
+        );
+        assert_eq!(out[&1].values, vec![3.0, 2.0], "FETCH_SIZE in kB");
+        assert_eq!(out[&2].values, vec![5.0, 1.0]);
+        let (mut out, mut report) = (HashMap::new(), Report::default());
+        let r = vec![vec![4.0, 0.0], vec![4.0, 0.0]];
+        attribute(
+            &plan,
+            &refs,
+            &uncertain(0),
+            Some((0, false)),
+            r,
+            &mut out,
+            &mut report,
+        );
+        assert!(out.values().all(|v| v.values.is_empty() && v.enter == 10));
+        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+    }
+}

@@ -1,0 +1,352 @@
+//! `--pmc` on a CUDA process (issue 27, docs/cuda.md "Counters"), on the GPU-free stand-ins:
+//! the fake CUPTI's range profiler returns values derived from each launch (warps = blocks x
+//! ceil(threads / 32), elapsed cycles = the kernel's duration x 1.98, ...; see
+//! tests/fixtures/cuda/fake_cupti_profiler.c), so every value written is checked exactly, end to
+//! end: the tool's launch callbacks, range *i* given to launch *i*, rocpd's counter tables,
+//! rocprofv3's `counter_collection.csv`. Refusals (a set needing several passes, a rocprofv3
+//! name with no NVIDIA equivalent, counters denied) leave nothing enabled.
+
+use crate::cuda::{count, query, session, start, Target};
+
+/// The header of rocprofv3's `counter_collection.csv` (its sample in the shared reference).
+const ROCPROFV3_HEADER: &str = "\"Correlation_Id\",\"Dispatch_Id\",\"Agent_Id\",\"Queue_Id\",\"Process_Id\",\"Thread_Id\",\"Grid_Size\",\"Kernel_Id\",\"Kernel_Name\",\"Workgroup_Size\",\"LDS_Block_Size\",\"Scratch_Size\",\"VGPR_Count\",\"Accum_VGPR_Count\",\"SGPR_Count\",\"Counter_Name\",\"Counter_Value\",\"Start_Timestamp\",\"End_Timestamp\"";
+
+/// The fake driver's kernel duration (fake_cuda.c): 2 to 9 µs, fixed per name by its FNV-1a
+/// hash.
+fn duration_ns(mangled: &str) -> u64 {
+    let mut h: u32 = 2166136261;
+    for b in mangled.bytes() {
+        h = (h ^ b as u32).wrapping_mul(16777619);
+    }
+    2000 + (h % 8) as u64 * 1000
+}
+
+/// `(counter, value, blocks, threads per block, mangled kernel name)` of every counter row.
+fn counter_rows(db: &std::path::Path) -> Vec<(String, f64, u64, u64, String)> {
+    query(
+        db,
+        "SELECT C.counter_name, C.value, C.grid_size / C.workgroup_size, C.workgroup_size, S.kernel_name \
+         FROM counters_collection C JOIN kernel_symbols S ON S.id = C.kernel_id ORDER BY C.dispatch_id",
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            r[0].clone(),
+            r[1].parse().unwrap(),
+            r[2].parse().unwrap(),
+            r[3].parse().unwrap(),
+            r[4].clone(),
+        )
+    })
+    .collect()
+}
+
+/// The field of the fake CUPTI's state line.
+fn field(t: &Target, name: &str) -> String {
+    let state = t.state();
+    state
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix(&format!("{name}=")))
+        .unwrap_or("")
+        .to_owned()
+}
+
+fn check_exact(rows: &[(String, f64, u64, u64, String)]) {
+    for (counter, value, blocks, threads, name) in rows {
+        let want = match counter.as_str() {
+            "SQ_WAVES" => (blocks * threads.div_ceil(32)) as f64,
+            "GRBM_COUNT" => (duration_ns(name) * 198 / 100) as f64,
+            "sm__ctas_launched.sum" => *blocks as f64,
+            "TCC_HIT" => (blocks * threads / 4) as f64,
+            "FETCH_SIZE" => (blocks * threads * 8) as f64 / 1024.0,
+            other => panic!("unexpected counter {other}"),
+        };
+        assert_eq!(*value, want, "{counter} of {name} ({blocks} x {threads})");
+    }
+}
+
+#[test]
+fn pmc_counts_each_kernel_exactly_writes_rocprofv3_csv_and_a_second_session_reuses_it() {
+    let mut t = Target::spawn(&[], &[]);
+    let args = [
+        "--pmc",
+        "SQ_WAVES",
+        "GRBM_COUNT",
+        "sm__ctas_launched.sum",
+        "FETCH_SIZE",
+        "--kernel-iteration-range",
+        "[1-3]",
+        "-o",
+        "p",
+        "--attach-duration-msec",
+        "1500",
+        "--output-format",
+        "csv,rocpd",
+    ];
+    let (code, _, stderr) = session(&t, &args);
+    assert_eq!(code, 0, "{stderr}");
+    let db = t.out().join("p_results.db");
+    let rows = counter_rows(&db);
+    check_exact(&rows);
+    // Five kernel names, launches 1 to 3 of each, four counters each; without --kernel-trace
+    // only the counted kernels are written.
+    assert_eq!(rows.len(), 5 * 3 * 4, "{rows:?}\n{stderr}");
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM kernels"), 15);
+    // Counting stops once every kernel has its launches (or at the window's end on a slow
+    // machine); the report says what was counted and what it cost.
+    assert!(
+        stderr.contains("launches counted, values written for 15")
+            && (stderr.contains("every kernel seen had its launches")
+                || stderr.contains("the window ended"))
+            && stderr.contains("kernels were serialised for"),
+        "{stderr}"
+    );
+    // rocprofv3's counter_collection.csv, its columns exactly.
+    let csv = std::fs::read_to_string(t.out().join("p_counter_collection.csv")).unwrap();
+    assert_eq!(
+        csv.lines().next().unwrap_or(""),
+        ROCPROFV3_HEADER,
+        "rocprofv3's columns"
+    );
+    assert_eq!(csv.lines().count(), 1 + 60, "{csv}");
+    assert!(
+        csv.contains("\"SQ_WAVES\",864.000000"),
+        "108 blocks of 256: {csv}"
+    );
+    // JSON and Perfetto carry the values; summary gives launches, mean, min and max per kernel.
+    let conv = t.out().join("conv");
+    let (code, _, err) = crate::common::rocprof_attach(
+        &[
+            "convert",
+            "-i",
+            db.to_str().unwrap(),
+            "-f",
+            "json",
+            "pftrace",
+            "-d",
+            conv.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .finish();
+    assert_eq!(code, 0, "{err}");
+    let json = std::fs::read_to_string(conv.join("out_results.json")).unwrap();
+    assert!(json.contains("SQ_WAVES"), "counter values in the JSON");
+    assert!(conv.join("out_results.pftrace").is_file());
+    let (code, out, err) =
+        crate::common::rocprof_attach(&["summary", "-i", db.to_str().unwrap()], &[]).finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().any(|l| l.contains("_Z10gemm_kerneli")
+            && l.contains("| SQ_WAVES ")
+            && l.contains("|        3 |")),
+        "COUNTER SUMMARY: {out}"
+    );
+    // Counting stopped; the range profiler stays enabled (one Enable per process) and no
+    // activity kind is on.
+    assert_eq!(field(&t, "counting"), "0", "{}", t.state());
+    assert_eq!(field(&t, "profiler"), "1", "{}", t.state());
+    assert_eq!(t.enabled(), Vec::<u32>::new(), "{}", t.state());
+
+    // A second session with the same counters and kernel trace: every kernel is written, the
+    // counted ones carry their values, and the profiler set up by the first session is reused.
+    let (code, _, second) = session(
+        &t,
+        &[
+            "--kernel-trace",
+            "--pmc",
+            "SQ_WAVES",
+            "GRBM_COUNT",
+            "sm__ctas_launched.sum",
+            "FETCH_SIZE",
+            "--kernel-include-regex",
+            "gemm",
+            "-o",
+            "q",
+            "--attach-duration-msec",
+            "800",
+        ],
+    );
+    assert_eq!(code, 0, "{second}");
+    assert!(!second.contains("counters set up"), "reused: {second}");
+    let db = t.out().join("q_results.db");
+    let rows = counter_rows(&db);
+    check_exact(&rows);
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r.4.contains("gemm")), "{rows:?}");
+    assert!(
+        count(&db, "SELECT COUNT(*) FROM kernels") > rows.len() as i64,
+        "every kernel traced"
+    );
+    assert_eq!(field(&t, "counting"), "0", "{}", t.state());
+    assert_eq!(
+        field(&t, "profiler"),
+        "1",
+        "still one object: {}",
+        t.state()
+    );
+    // Other counters: the profiler is enabled again, and the session says so.
+    let (code, _, third) = session(
+        &t,
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "-o",
+            "r",
+            "--attach-duration-msec",
+            "300",
+        ],
+    );
+    assert_eq!(code, 0, "{third}");
+    assert!(
+        third.contains("is enabled again for these metrics"),
+        "{third}"
+    );
+    check_exact(&counter_rows(&t.out().join("r_results.db")));
+    assert_eq!(field(&t, "profiler"), "1", "one object: {}", t.state());
+    assert!(t.alive());
+}
+
+#[test]
+fn a_multi_pass_set_is_refused_naming_the_passes_and_kernel_replay_collects_it() {
+    let t = Target::spawn(&[], &[]);
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "TCC_HIT",
+            "-o",
+            "m",
+            "--attach-duration-msec",
+            "300",
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("need 2 passes")
+            && stderr
+                .contains("pass 1: sm__warps_launched.sum; pass 2: lts__t_sectors_lookup_hit.sum")
+            && stderr.contains("--replay-mode kernel"),
+        "{stderr}"
+    );
+    assert_eq!(field(&t, "profiler"), "0", "nothing enabled: {}", t.state());
+    assert_eq!(field(&t, "subscribed"), "0", "{}", t.state());
+    assert!(!t.out().join("m_results.db").exists());
+
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "TCC_HIT",
+            "--replay-mode",
+            "kernel",
+            "--kernel-replay-beta-enabled",
+            "-o",
+            "k",
+            "--attach-duration-msec",
+            "800",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let rows = counter_rows(&t.out().join("k_results.db"));
+    check_exact(&rows);
+    assert_eq!(
+        rows.len(),
+        5 * 5 * 2,
+        "5 names x 5 launches (the default) x 2"
+    );
+    assert!(stderr.contains("kernel replay, 2 pass(es)"), "{stderr}");
+}
+
+#[test]
+fn names_without_an_equivalent_and_denied_counters_are_refused_with_nothing_enabled() {
+    let t = Target::spawn(&[], &[("FAKE_CUPTI_PROFILING", "denied")]);
+    let (code, _, stderr) = session(
+        &t,
+        &["--pmc", "SQ_INSTS_VALU", "--attach-duration-msec", "200"],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("no NVIDIA equivalent") && stderr.contains("smsp__inst_executed.sum"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "-o",
+            "d",
+            "--attach-duration-msec",
+            "200",
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")
+            && stderr.contains("NVreg_RestrictProfilingToAdminUsers"),
+        "CUPTI's reason and the fix: {stderr}"
+    );
+    assert!(!t.out().join("d_results.db").exists(), "no empty file");
+    assert_eq!(field(&t, "profiler"), "0", "{}", t.state());
+    assert_eq!(field(&t, "subscribed"), "0", "{}", t.state());
+    // The process is still served: tracing works.
+    let run = start(
+        &t,
+        &[
+            "--kernel-trace",
+            "-o",
+            "after",
+            "--attach-duration-msec",
+            "200",
+        ],
+        &[],
+    );
+    let (code, _, stderr) = run.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn a_front_end_killed_while_counting_leaves_nothing_counting_and_the_values_written() {
+    // 20 ms steps and every launch kept: the window counts for seconds.
+    let t = Target::spawn(&["--step-us", "20000"], &[]);
+    let mut run = start(
+        &t,
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "--kernel-iteration-range",
+            "[1-1000000]",
+            "-o",
+            "k",
+        ],
+        &[],
+    );
+    run.wait_for("attached to PID");
+    crate::common::wait_until(std::time::Duration::from_secs(20), || {
+        field(&t, "counting") == "1" && field(&t, "ranges").parse::<u32>().unwrap_or(0) >= 12
+    });
+    run.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = run.finish();
+    // The tool sees the connection close and detaches by itself: counting stops, the
+    // subscription ends, the values are written.
+    crate::common::wait_until(std::time::Duration::from_secs(30), || {
+        field(&t, "counting") == "0" && field(&t, "subscribed") == "0"
+    });
+    let db = t.out().join("k_results.db");
+    crate::common::wait_until(std::time::Duration::from_secs(30), || db.is_file());
+    // Read without panicking while the tool may still be writing.
+    let values = || -> rusqlite::Result<i64> {
+        let c = rusqlite::Connection::open(&db)?;
+        c.busy_timeout(std::time::Duration::from_secs(5))?;
+        c.query_row("SELECT COUNT(*) FROM counters_collection", [], |r| r.get(0))
+    };
+    crate::common::wait_until(std::time::Duration::from_secs(30), || {
+        values().is_ok_and(|n| n > 0)
+    });
+    check_exact(&counter_rows(&db));
+    let (code, _, stderr) = session(&t, &["--pmc", "SQ_WAVES", "--attach-duration-msec", "300"]);
+    assert_eq!(code, 0, "{stderr}");
+}
