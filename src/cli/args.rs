@@ -579,6 +579,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         parallelism: cli.parallel,
         stopped_wait,
         output_wait,
+        switches: cli.profiler.switches,
         env,
     };
     Ok(done(Action::Attach(Box::new(request)), warnings))

@@ -166,10 +166,17 @@ impl Collector {
                 exit_code = ExitCode::NoOutput;
             }
         }
-        for w in super::verify::empty_captures(&req.env, &files) {
+        let cuda = !attach.attached.is_empty() && attach.attached.iter().all(|a| a.cuda.is_some());
+        for w in super::verify::empty_captures(&req.env, &req.switches, cuda, &files) {
             messages.push(Message {
                 severity: Severity::Warning,
                 text: w,
+            });
+        }
+        if let Some(text) = cuda_api_note(req, attach, &files) {
+            messages.push(Message {
+                severity: Severity::Note,
+                text,
             });
         }
         if !files.is_empty() {
@@ -191,6 +198,35 @@ impl Collector {
             exit_code,
         }
     }
+}
+
+/// Where a CUDA session's API rows are, when it traced API calls and wrote files: rocpd and
+/// rocprofv3's formats have no CUDA API domain, so they are filed as HIP runtime API rows
+/// (docs/cuda.md, "What is collected").
+fn cuda_api_note(
+    req: &AttachRequest,
+    attach: &AttachOutcome,
+    files: &[FileReport],
+) -> Option<String> {
+    let api = [
+        "ROCPROF_HIP_RUNTIME_API_TRACE",
+        "ROCPROF_HIP_COMPILER_API_TRACE",
+    ]
+    .iter()
+    .any(|v| {
+        req.env
+            .get(v)
+            .is_some_and(|v| crate::options::parse_bool(v) == Ok(true))
+    });
+    if !api || files.is_empty() || !attach.attached.iter().any(|a| a.cuda.is_some()) {
+        return None;
+    }
+    Some(
+        "CUDA API calls are filed as HIP runtime API rows: rocpd category HIP_RUNTIME_API_CUDA (driver \
+         calls HIP_RUNTIME_API_CUDA_DRIVER), CSV *_hip_api_trace.csv (Domain column the same), JSON and \
+         Perfetto under the HIP API"
+            .to_string(),
+    )
 }
 
 /// Give each process the files it wrote, and describe every file (whose it is, whether whole).

@@ -79,6 +79,9 @@ pub struct AttachRequest {
     /// With asynchronous output, how long the collector waits for the tool's files after the
     /// detach (`--output-timeout`; zero: not at all).
     pub output_wait: Duration,
+    /// The switches as given on the command line, before their implications (none for a request
+    /// built from an environment): warnings name what the user typed.
+    pub switches: options::Switches,
 }
 
 impl AttachRequest {
@@ -120,6 +123,7 @@ impl AttachRequest {
             parallelism: DEFAULT_PARALLEL,
             stopped_wait: DEFAULT_STOPPED_WAIT,
             output_wait: DEFAULT_OUTPUT_WAIT,
+            switches: options::Switches::default(),
             env,
         }
     }

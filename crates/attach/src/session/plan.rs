@@ -474,19 +474,10 @@ fn plan_descendants(
 
 /// Report a planned process: the plan at info level, its warnings as events.
 fn planned(r: &Report, root: i32, events: Events) {
-    tracing::info!(
-        "plan: process {} (root {root}): listener thread {} ({LISTENER_COMM}); {} at {:#x}, \
-         rocprofiler_register_detach at {:#x} in {}; injection site (AT_ENTRY) {:#x}; tool library {} ({})",
-        r.pid,
-        r.listener_tid,
-        preflight::ATTACH_SYMBOL,
-        r.register_attach_addr,
-        r.register_detach_addr,
-        r.register_path,
-        r.entry,
-        r.tool.string,
-        r.tool.source.describe(),
-    );
+    match &r.cuda {
+        Some(c) => log_cuda_plan(r, c, root),
+        None => log_rocm_plan(r, root),
+    }
     tracing::debug!("plan: process {}: command {}", r.pid, r.command);
     for l in &r.sdk_libraries {
         tracing::debug!(
@@ -511,6 +502,48 @@ fn planned(r: &Report, root: i32, events: Events) {
             message: format!("process {}: {w}", r.pid),
         });
     }
+}
+
+/// The plan of a CUDA process at info level, in CUDA's words: CUPTI, the tool thread.
+fn log_cuda_plan(r: &Report, c: &crate::cuda::Facts, root: i32) {
+    let how = match (c.loaded, c.parked.first()) {
+        (Some(tid), _) => format!(
+            "tool thread {tid} ({}) loaded by an earlier session, reused (no ptrace)",
+            crate::cuda::TOOL_COMM
+        ),
+        (None, Some(p)) => format!(
+            "thread {} ({}, waiting in {}) starts the tool thread ({})",
+            p.tid,
+            p.comm,
+            crate::cuda::preflight::parked_name(p.syscall).unwrap_or("?"),
+            crate::cuda::TOOL_COMM
+        ),
+        (None, None) => "no thread to start the tool from".to_string(),
+    };
+    tracing::info!(
+        "plan: process {} (root {root}): CUDA through CUPTI ({}); driver {}; {how}; tool library {}",
+        r.pid,
+        c.cupti.as_deref().unwrap_or("libcupti not mapped yet: the tool loads one"),
+        c.driver,
+        c.tool.display()
+    );
+}
+
+/// The plan of a ROCm process at info level: the listener and the register's functions.
+fn log_rocm_plan(r: &Report, root: i32) {
+    tracing::info!(
+        "plan: process {} (root {root}): listener thread {} ({LISTENER_COMM}); {} at {:#x}, \
+         rocprofiler_register_detach at {:#x} in {}; injection site (AT_ENTRY) {:#x}; tool library {} ({})",
+        r.pid,
+        r.listener_tid,
+        preflight::ATTACH_SYMBOL,
+        r.register_attach_addr,
+        r.register_detach_addr,
+        r.register_path,
+        r.entry,
+        r.tool.string,
+        r.tool.source.describe(),
+    );
 }
 
 /// The event for a failure, with the permission hint when the kernel refused us.

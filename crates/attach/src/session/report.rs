@@ -84,6 +84,8 @@ pub struct FileReport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
+    /// A fact about the output the user should know (where rows went); no fault.
+    Note,
     /// The session went on; the user should know.
     Warning,
     /// Why the exit code is not 0.

@@ -1,0 +1,112 @@
+//! The environment a process has now, as its C library sees it: `setenv` changes it in the
+//! process's memory, where `/proc/PID/environ` (the block the process started with) never shows
+//! it. rocprofiler-register applies an attach's environment buffer with `setenv` and keeps it when
+//! the attach succeeds, so this is where the first attach's tool string and settings can be read
+//! again (docs/protocol.md section 3.1, step 5).
+//!
+//! Read through `/proc/PID/mem` only: the target is never stopped nor changed. A process changing
+//! its environment while it is read can give a torn answer, so callers treat what they find as
+//! evidence for a message, not as a certainty; every read is bounded.
+
+use crate::elf::RemoteLibrary;
+use crate::error::{Error, Result};
+use crate::procfs::{self, Mapping};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+/// At most this many environment entries are read.
+const MAX_ENTRIES: usize = 16_384;
+/// At most this many bytes of one entry are read.
+const MAX_ENTRY: usize = 128 * 1024;
+/// Bytes read at a time (never across a page boundary, so an entry at a page's end reads well).
+const CHUNK: u64 = 256;
+const PAGE: u64 = 4096;
+
+/// The entries of `pid`'s live environment whose name starts with one of `prefixes`, in order.
+/// `maps`: a snapshot of its maps (the C library is found there).
+pub fn read(pid: i32, maps: &[Mapping], prefixes: &[&str]) -> Result<Vec<(String, String)>> {
+    let libc = RemoteLibrary::locate_in(pid, "libc.so.6", maps)?;
+    let environ = libc.variable("__environ")?;
+    let path = procfs::proc_dir(pid).join("mem");
+    let mem = File::open(&path).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ESRCH) => Error::ProcessGone { pid },
+        _ => Error::io(format!("opening {}", path.display()), e),
+    })?;
+    let word = |addr: u64| -> Result<u64> {
+        let mut b = [0u8; 8];
+        mem.read_exact_at(&mut b, addr)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        Ok(u64::from_ne_bytes(b))
+    };
+    let mut envp = word(environ)?;
+    let mut out = Vec::new();
+    for _ in 0..MAX_ENTRIES {
+        let entry = word(envp)?;
+        if entry == 0 {
+            break;
+        }
+        envp += 8;
+        if let Some(pair) = read_entry(&mem, entry, prefixes) {
+            out.push(pair);
+        }
+    }
+    Ok(out)
+}
+
+/// One `NAME=value` entry at `addr`, when its name starts with one of `prefixes`.
+fn read_entry(mem: &File, mut addr: u64, prefixes: &[&str]) -> Option<(String, String)> {
+    let mut bytes = Vec::new();
+    loop {
+        let len = CHUNK.min(PAGE - addr % PAGE) as usize;
+        let mut buf = vec![0u8; len];
+        mem.read_exact_at(&mut buf, addr).ok()?;
+        let end = buf.iter().position(|b| *b == 0);
+        bytes.extend_from_slice(&buf[..end.unwrap_or(len)]);
+        if bytes.len() >= 64 || end.is_some() {
+            // Enough to see the name: stop reading entries nobody asked for.
+            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(64)]);
+            if !prefixes
+                .iter()
+                .any(|p| head.starts_with(p) || p.starts_with(&*head))
+            {
+                return None;
+            }
+        }
+        if end.is_some() {
+            break;
+        }
+        if bytes.len() > MAX_ENTRY {
+            return None;
+        }
+        addr += len as u64;
+    }
+    let text = String::from_utf8(bytes).ok()?;
+    let (name, value) = text.split_once('=')?;
+    prefixes
+        .iter()
+        .any(|p| name.starts_with(p))
+        .then(|| (name.to_string(), value.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process's own live environment has what `setenv` put there, which
+    /// `/proc/self/environ` does not show.
+    #[test]
+    fn a_variable_set_at_run_time_is_read() {
+        // nextest runs each test in its own process: no other thread reads the environment.
+        std::env::set_var("ROCPROF_LIVE_ENV_TEST", "set at run time");
+        let pid = std::process::id() as i32;
+        let maps = procfs::maps(pid).unwrap();
+        let found = read(pid, &maps, &["ROCPROF_LIVE_ENV_"]).unwrap();
+        assert_eq!(
+            found,
+            vec![(
+                "ROCPROF_LIVE_ENV_TEST".to_string(),
+                "set at run time".to_string()
+            )]
+        );
+    }
+}
