@@ -148,6 +148,8 @@ pub enum Action {
         tool_library: Option<String>,
         /// The output directory a session would use (checked as each target's user).
         output_dir: Option<PathBuf>,
+        /// The profiler's environment a session would send (a reattach must keep its settings).
+        env: Box<EnvList>,
     },
     /// `--detach`: finish the sessions left active in these processes.
     Detach {
@@ -560,6 +562,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
                 selection,
                 tool_library,
                 output_dir: Some(PathBuf::from(output_dir)),
+                env: Box::new(env),
             },
             warnings,
         ));

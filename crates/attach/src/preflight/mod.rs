@@ -132,13 +132,6 @@ struct Facts {
     entry: u64,
 }
 
-/// Whether `pid` itself can be attached, whatever the tool: the process and its listener exist,
-/// may be traced by us, are not traced by another and not stopped, and rocprofiler-register is
-/// mapped. `--list` shows this; a session's preflight adds the tool ([`check_with`]).
-pub fn check_attachable(pid: i32) -> Result<()> {
-    check_process_state(pid, &mut Vec::new()).map(drop)
-}
-
 fn check_process_state(pid: i32, warnings: &mut Vec<String>) -> Result<Facts> {
     let status = check_process(pid)?;
     let stopped = |state: char| {

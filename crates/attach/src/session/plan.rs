@@ -5,6 +5,7 @@ use super::events::{Event, Events, Stage};
 use super::{join, parallel, plural, AttachRequest};
 use crate::claims::{Claim, Claims, Holder, Purpose, FRONT_END_CLI};
 use crate::error::{Error, Result};
+use crate::envbuf::EnvList;
 use crate::preflight::{self, Report, LISTENER_COMM};
 use crate::targets::{self, TargetSelection};
 use crate::toolpath::ToolChecks;
@@ -162,6 +163,7 @@ pub fn plan(req: &AttachRequest, events: Events) -> Result<Plan> {
     plan.claims = claims;
     claim_descendants(&mut plan, &holder, events);
     check_outputs(&mut plan, &req.output_dir, events)?;
+    check_reattach_settings(&mut plan, &req.env, events)?;
     for f in &plan.failures {
         plan.claims.release(f.pid);
     }
@@ -197,6 +199,35 @@ pub fn claim_descendants(plan: &mut Plan, holder: &Holder, events: Events) {
         }
     }
     plan.targets = keep;
+}
+
+/// Move planned ROCm processes whose earlier attach asked for other services or filters than
+/// `env` does to the failures (or return the error when there is only one process):
+/// [`crate::reattach::check_settings`].
+fn check_reattach_settings(plan: &mut Plan, env: &EnvList, events: Events) -> Result<()> {
+    let only_one = plan.targets.len() == 1 && plan.failures.is_empty();
+    let mut keep = Vec::with_capacity(plan.targets.len());
+    for p in std::mem::take(&mut plan.targets) {
+        let pid = p.report.pid;
+        let result = match p.report.cuda {
+            Some(_) => Ok(()),
+            None => crate::reattach::check_settings(pid, env),
+        };
+        match result {
+            Ok(()) => keep.push(p),
+            Err(e) if only_one => return Err(e),
+            Err(e) => {
+                events(failed(pid, Stage::Plan, &e));
+                plan.failures.push(Failure {
+                    pid,
+                    stage: Stage::Plan,
+                    error: e,
+                });
+            }
+        }
+    }
+    plan.targets = keep;
+    Ok(())
 }
 
 /// Move planned processes that cannot create or write the output directory to the failures (or
