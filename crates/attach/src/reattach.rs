@@ -81,7 +81,7 @@ pub(crate) fn check_reattach(
             reason: format!(
                 "it already loaded the tool library {} in an earlier attach, sent as '{sent}', and \
                  rocprofiler-register accepts a reattach only with that exact string (status 8), but this \
-                 session would send '{}' (another path to a file is another string). Fix: pass -t '{sent}'",
+                 session would send '{}' (another path to the same file is another string). Fix: pass -t {sent}",
                 first.path.as_deref().unwrap_or("?"),
                 choice.string
             ),
