@@ -257,7 +257,11 @@ fn an_empty_capture_is_a_warning_naming_the_option() {
     ] {
         assert!(stderr.contains(implied), "{implied}: {stderr}");
     }
-    for typed in ["--hip-trace collected", "--marker-trace collected", "--rccl-trace collected"] {
+    for typed in [
+        "--hip-trace collected",
+        "--marker-trace collected",
+        "--rccl-trace collected",
+    ] {
         assert!(!stderr.contains(typed), "{typed}: {stderr}");
     }
     // A database with events gives no such warning.

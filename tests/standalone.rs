@@ -76,7 +76,15 @@ fn sessions_in_sequence_on_one_target_each_stand_alone() {
     assert!(stdout.contains(s(&second)), "{stdout}");
     assert!(!out.join(format!("a/{pid}/b_1_standin_trace.csv")).exists());
     // 3: other services are refused before any ptrace, naming what differs.
-    let mut args = vec!["--attach", &pid, "-d", s(&out), "-t", s(&tool), "--kernel-trace"];
+    let mut args = vec![
+        "--attach",
+        &pid,
+        "-d",
+        s(&out),
+        "-t",
+        s(&tool),
+        "--kernel-trace",
+    ];
     args.extend(["--attach-duration-msec", "100"]);
     let (code, _, stderr) = rocprof_attach(&args, &[]).finish();
     assert_eq!(code, 4, "{stderr}");

@@ -320,7 +320,15 @@ fn a_reattach_by_another_path_or_with_other_settings_is_refused_in_preflight() {
     }
     // Other services, another filter: named with both values, in a session and in --check.
     let (code, _, stderr) = rocprof_attach(
-        &["--check", "-p", &pid, "-t", s(&tool), "--kernel-trace", "--hip-runtime-trace"],
+        &[
+            "--check",
+            "-p",
+            &pid,
+            "-t",
+            s(&tool),
+            "--kernel-trace",
+            "--hip-runtime-trace",
+        ],
         &[],
     )
     .finish();

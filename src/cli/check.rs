@@ -1,9 +1,9 @@
 //! `--check` and `--list`: show what the preflight and the selection found, change nothing.
 
+use crate::attach::envbuf::EnvList;
 use crate::attach::preflight::{self, describe_libraries, LISTENER_COMM};
 use crate::attach::session::join;
 use crate::attach::targets::{self, ListEntry, Listing, TargetSelection};
-use crate::attach::envbuf::EnvList;
 use crate::attach::Error;
 use crate::cli::json;
 use crate::cli::render::Ui;

@@ -71,7 +71,10 @@ fn finish(pid: i32, stopped_wait: Duration, agents: &Agents, waiter: &Waiter, ui
         &|_| {},
     );
     if let Some(f) = out.failures.pop() {
-        // The event showed the error already.
+        // Detach failures are not shown as events (a session's conclusion says them once).
+        if matches!(f.error, Error::DetachFailed { .. }) {
+            ui.error(f.error.to_string());
+        }
         return failed(&mut claim, f.error, ui);
     }
     claim.set(State::Claimed);

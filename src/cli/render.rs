@@ -107,16 +107,11 @@ impl Ui {
             )),
             Event::Planned { .. } => {}
             Event::Warning { message, .. } => self.warn(message),
+            // The session's conclusion says it once, with what was written and the fix.
             Event::Failed {
                 stage: Stage::Detach,
-                message,
-                exited,
                 ..
-            } => {
-                if !exited {
-                    self.error(message);
-                }
-            }
+            } => {}
             Event::Failed { message, hint, .. } => {
                 self.error(message);
                 if let Some(h) = hint {

@@ -215,7 +215,13 @@ pub fn check_settings(pid: i32, env: &crate::envbuf::EnvList) -> Result<()> {
         .collect();
     names.sort_unstable();
     names.dedup();
-    let show = |v: &str| if v.is_empty() { "not set".to_string() } else { format!("'{v}'") };
+    let show = |v: &str| {
+        if v.is_empty() {
+            "not set".to_string()
+        } else {
+            format!("'{v}'")
+        }
+    };
     let differ: Vec<String> = names
         .into_iter()
         .filter_map(|n| {

@@ -152,7 +152,11 @@ impl Collector {
                 OutputWait::TimedOut | OutputWait::Stopped | OutputWait::NotWaited
             );
         let (mut messages, mut exit_code) = if pending {
-            let mut messages = vec![not_yet_written(req, waited, &self_places)];
+            let mut messages: Vec<Message> =
+                super::report::still_active(&processes, &output, false)
+                    .into_iter()
+                    .collect();
+            messages.push(not_yet_written(req, waited, &self_places));
             let code = super::report::aggregate(&processes, &mut messages);
             (messages, code)
         } else {

@@ -205,6 +205,18 @@ pub fn register_status(code: i32) -> (&'static str, &'static str) {
     }
 }
 
+/// What a status of `rocprofiler_register_detach` means (the same codes as the attach's,
+/// [`register_status`], for what a detach does).
+pub fn register_detach_status(code: i32) -> &'static str {
+    match code {
+        1 => "nothing was attached in the target: no tool was loaded",
+        2 => "another attach or detach was running in the target",
+        6 => "rocprofiler-sdk's detach failed",
+        9 => "the attachment library was never loaded in the target",
+        c => register_status(c).1,
+    }
+}
+
 /// Run `f` over `items` with at most `limit` at a time; results in input order.
 fn parallel<T: Sync, R: Send>(items: &[T], limit: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let limit = limit.max(1).min(items.len().max(1));

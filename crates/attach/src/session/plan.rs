@@ -4,8 +4,8 @@
 use super::events::{Event, Events, Stage};
 use super::{join, parallel, plural, AttachRequest};
 use crate::claims::{Claim, Claims, Holder, Purpose, FRONT_END_CLI};
-use crate::error::{Error, Result};
 use crate::envbuf::EnvList;
+use crate::error::{Error, Result};
 use crate::preflight::{self, Report, LISTENER_COMM};
 use crate::targets::{self, TargetSelection};
 use crate::toolpath::ToolChecks;

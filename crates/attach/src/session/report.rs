@@ -169,7 +169,7 @@ fn short_reason(e: &Error) -> String {
             let first = first.split(';').next().unwrap_or("");
             format!(
                 "not detached: {}",
-                first.chars().take(100).collect::<String>()
+                first.chars().take(160).collect::<String>()
             )
         }
         e => {
@@ -307,33 +307,50 @@ pub fn nothing_attached(plan: &Plan, attach: &AttachOutcome) -> SessionReport {
     }
 }
 
-/// The error for processes that could not be detached: the profiler may still be active in them,
-/// writing under `output`, and how to finish their session.
-fn still_active(still_profiled: &[i32], output: &str) -> Message {
-    let n = still_profiled.len();
-    Message::error(format!(
-        "the profiler may still be active in process{} {}: it was not detached, keeps collecting, and \
-         writes its output under {output} when {} exit{} (not into this session's file list); a new \
-         attach is refused until this session is finished. Fix: if {} stopped, continue {} with `kill -CONT {}`, \
-         then finish the session with {} (or let {} finish normally to get the output)",
-        plural(n),
-        join(still_profiled),
+/// The one error for processes that could not be detached: why (each one's reason), that the
+/// profiler may still be active in them, where what it collects from now on goes, and how to
+/// finish their session. `files_listed`: the session lists files (written before or during the
+/// failed detach), which the message then does not contradict.
+pub(super) fn still_active(
+    processes: &[ProcessReport],
+    output: &str,
+    files_listed: bool,
+) -> Option<Message> {
+    let failed: Vec<&ProcessReport> = processes
+        .iter()
+        .filter(|r| r.status == ProcessStatus::DetachFailed)
+        .collect();
+    let n = failed.len();
+    if n == 0 {
+        return None;
+    }
+    let pids: Vec<i32> = failed.iter().map(|r| r.pid).collect();
+    let why: Vec<String> = failed
+        .iter()
+        .map(|r| {
+            let reason = r.reason.strip_prefix("not detached: ").unwrap_or(&r.reason);
+            format!("process {} was not detached: {reason}", r.pid)
+        })
+        .collect();
+    Some(Message::error(format!(
+        "{}. The profiler may still be active in {} and collecting: {}what it collects from now on is \
+         written under {output} when {} exit{} or {} session is finished. Fix: finish it with {} (continue \
+         a stopped process first with `kill -CONT PID`); a new attach is refused until then",
+        why.join("; "),
+        if n == 1 { "it" } else { "them" },
+        if files_listed {
+            "the files listed were written during this session; "
+        } else {
+            ""
+        },
         if n == 1 { "it" } else { "they" },
         if n == 1 { "s" } else { "" },
-        if n == 1 { "it is" } else { "they are" },
-        if n == 1 { "it" } else { "them" },
-        still_profiled
-            .iter()
-            .map(i32::to_string)
-            .collect::<Vec<_>>()
-            .join(" "),
-        still_profiled
-            .iter()
+        if n == 1 { "its" } else { "their" },
+        pids.iter()
             .map(|p| format!("`rocprof-attach --detach -p {p}`"))
             .collect::<Vec<_>>()
             .join(", "),
-        if n == 1 { "it" } else { "them" },
-    ))
+    )))
 }
 
 /// Conclusions about processes that exited or could not be detached, and the exit code, once the
@@ -345,13 +362,8 @@ pub(super) fn verdict(
     no_output_hint: impl FnOnce() -> String,
 ) -> (Vec<Message>, ExitCode) {
     let mut messages = Vec::new();
-    let still_profiled: Vec<i32> = processes
-        .iter()
-        .filter(|r| r.status == ProcessStatus::DetachFailed)
-        .map(|r| r.pid)
-        .collect();
-    if !still_profiled.is_empty() {
-        messages.push(still_active(&still_profiled, output));
+    if let Some(m) = still_active(processes, output, !no_files) {
+        messages.push(m);
         if no_files {
             // Not "no output": the output has not been written yet.
             let code = aggregate(processes, &mut messages);
