@@ -554,6 +554,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     let settings = Settings::read(&cli, base_env, duration)?;
 
     let (mut env, output_dir) = profiler_env(&cli.profiler, base_env, cwd, &mut warnings)?;
+    options::check_environment(&env)?;
     if cli.check {
         // Nothing is recorded by a check: what a session would record is not its concern.
         warnings.retain(|w| !w.starts_with("no tracing or counter option"));

@@ -37,6 +37,7 @@ mod hardware;
 mod switch_table;
 pub mod switches;
 mod validate;
+pub use validate::check_environment;
 
 pub use args::{ProfilerOptions, ValueOptions};
 pub use switches::{Switch, Switches};
