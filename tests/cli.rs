@@ -300,6 +300,29 @@ fn bad_command_lines_are_refused_without_touching_the_target() {
             vec![("ROCPROF_ATTACH_CUDA_DRIVER_API", "perhaps")],
             "ROCPROF_ATTACH_CUDA_DRIVER_API",
         ),
+        // Kernel filters are checked in the grammar the tool compiles them with.
+        (
+            vec![
+                "-p",
+                p,
+                "--kernel-trace",
+                "--kernel-include-regex",
+                "a{2,1}",
+            ],
+            vec![],
+            "bounds out of order",
+        ),
+        (
+            vec![
+                "-p",
+                p,
+                "--kernel-trace",
+                "--kernel-exclude-regex",
+                "(?<=x)gemm",
+            ],
+            vec![],
+            "look-behind",
+        ),
         (vec!["-p", p, "--kernel-tarce"], vec![], "--kernel-trace"),
         (vec!["-p", p, "--match", "x"], vec![], "only one of them"),
         (vec!["--match", "(unclosed"], vec![], "regular expression"),

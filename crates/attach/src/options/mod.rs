@@ -33,6 +33,7 @@ use std::path::Path;
 mod apply;
 mod args;
 pub mod defaults;
+mod ecmascript;
 mod hardware;
 mod switch_table;
 pub mod switches;

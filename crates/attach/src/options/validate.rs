@@ -5,85 +5,20 @@
 use super::switches::Effect;
 use super::*;
 
-/// Check a kernel name filter the tool compiles with `std::regex` (ECMAScript grammar).
-///
-/// Anything Rust's `regex` accepts is accepted. Otherwise only errors that are errors in the
-/// ECMAScript grammar too are refused (unbalanced parentheses, an unterminated `[...]`, a
-/// quantifier with nothing to repeat, a trailing backslash), so ECMAScript-only features such
-/// as look-ahead or back-references still pass.
+/// Check a kernel name filter the tool compiles with C++ `std::regex` in its ECMAScript grammar:
+/// a pattern that grammar rejects is refused with why ([`super::ecmascript::error`]), whatever
+/// other dialects accept (look-behind, `(?i)`, named groups), and one it accepts passes (look-ahead,
+/// back-references), since the target would otherwise throw `std::regex_error`.
 pub fn check_regex(option: &str, pattern: &str) -> Result<()> {
-    if regex::Regex::new(pattern).is_ok() {
-        return Ok(());
-    }
-    let Some(problem) = ecmascript_error(pattern) else {
+    let Some(problem) = super::ecmascript::error(pattern) else {
         return Ok(());
     };
     Err(Error::usage(format!(
-        "{option} '{pattern}' is not a valid regular expression: {problem}. Rule: an ECMAScript regular \
-         expression matched against kernel names, e.g. '^gemm_.*' or 'kernelA|kernelB' (escape a literal \
-         parenthesis or bracket as \\( or \\[)"
+        "{option} '{pattern}' is not a valid regular expression in the ECMAScript grammar the tool compiles it \
+         with (C++ std::regex): {problem}. Rule: an ECMAScript regular expression matched against kernel \
+         names, e.g. '^gemm_.*' or 'kernelA|kernelB' (escape a literal parenthesis, bracket or brace as \\(, \\[ \
+         or \\{{)"
     )))
-}
-
-fn ecmascript_error(pattern: &str) -> Option<String> {
-    let mut open: Vec<usize> = Vec::new();
-    // Whether the previous token can be repeated.
-    let mut atom = false;
-    let mut chars = pattern.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '\\' => {
-                if chars.next().is_none() {
-                    return Some("it ends with a lone backslash".into());
-                }
-                atom = true;
-            }
-            '[' => {
-                chars.next_if(|&(_, c)| c == '^');
-                let mut closed = false;
-                while let Some((_, c)) = chars.next() {
-                    match c {
-                        '\\' => {
-                            chars.next();
-                        }
-                        ']' => {
-                            closed = true;
-                            break;
-                        }
-                        _ => {}
-                    }
-                }
-                if !closed {
-                    return Some(format!("the '[' at offset {i} is never closed by ']'"));
-                }
-                atom = true;
-            }
-            '(' => {
-                open.push(i);
-                // (?:, (?=, (?! are group syntax, not a quantifier.
-                chars.next_if(|&(_, c)| c == '?');
-                atom = false;
-            }
-            ')' => {
-                if open.pop().is_none() {
-                    return Some(format!("the ')' at offset {i} has no matching '('"));
-                }
-                atom = true;
-            }
-            '|' | '^' => atom = false,
-            '*' | '+' | '?' => {
-                if !atom {
-                    return Some(format!("the '{c}' at offset {i} has nothing to repeat"));
-                }
-                // A lazy '?' after a quantifier is fine; a second quantifier is not.
-                chars.next_if(|&(_, n)| n == '?');
-                atom = false;
-            }
-            _ => atom = true,
-        }
-    }
-    open.last()
-        .map(|i| format!("the '(' at offset {i} is never closed by ')'"))
 }
 
 /// Check `--kernel-iteration-range` values the way the tool parses `ROCPROF_KERNEL_FILTER_RANGE`:
@@ -172,9 +107,10 @@ pub fn check_environment(env: &EnvList) -> Result<()> {
             "not a backend: use auto, rocm or cuda",
         );
     }
-    if let Some(v) = set("ROCPROF_ATTACH_BUFFER_BYTES")
-        .filter(|v| !v.parse::<u64>().is_ok_and(|n| (64 << 10..=256 << 20).contains(&n)))
-    {
+    if let Some(v) = set("ROCPROF_ATTACH_BUFFER_BYTES").filter(|v| {
+        !v.parse::<u64>()
+            .is_ok_and(|n| (64 << 10..=256 << 20).contains(&n))
+    }) {
         return bad(
             "ROCPROF_ATTACH_BUFFER_BYTES",
             v,
