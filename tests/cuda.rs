@@ -181,9 +181,26 @@ fn a_plain_cuda_process_is_traced_and_left_with_nothing_enabled() {
         "300",
         "--output-format",
         "csv,rocpd",
+        "-v",
     ]);
     let (code, _, stderr) = session(&t, &args);
     assert_eq!(code, 0, "{stderr}");
+    // In CUDA's words, and only about what was asked for: nothing of ROCm's listener or ROCTx,
+    // no switch named as if typed when --runtime-trace implied it, and where the API rows went.
+    for rocm in [
+        "rocp-bg-attach",
+        "listener",
+        "rocprofiler_register_attach",
+        "ROCTx",
+        "--rccl-trace",
+        "--marker-trace collected",
+        "--memory-allocation-trace collected",
+    ] {
+        assert!(!stderr.contains(rocm), "{rocm}: {stderr}");
+    }
+    for cuda in ["through CUPTI", "rocp-cu-attach", "HIP_RUNTIME_API_CUDA", "_hip_api_trace.csv"] {
+        assert!(stderr.contains(cuda), "{cuda}: {stderr}");
+    }
     let db = t.out().join("run_results.db");
     assert!(db.is_file(), "{} written: {stderr}", db.display());
     let kernels = count(&db, "SELECT COUNT(*) FROM kernels");
