@@ -110,11 +110,18 @@ pub fn describe(r: &Report, c: &cuda::Facts, f: &mut std::fmt::Formatter<'_>) ->
     writeln!(f, "  driver:          {}", c.driver)?;
     match &c.cupti {
         Some(p) => writeln!(f, "  cupti:           {p} (mapped already, used as is)")?,
-        None => writeln!(
-            f,
-            "  cupti:           not mapped; the tool looks beside libcudart, in the CUDA toolkit and the \
-             nvidia Python packages (ROCPROF_ATTACH_CUPTI overrides)"
-        )?,
+        None => match &c.cupti_found {
+            Some(p) => writeln!(
+                f,
+                "  cupti:           not mapped; the tool will load {p} (found in the process's file system: \
+                 ROCPROF_ATTACH_CUPTI, beside libcudart, the nvidia Python packages, the CUDA toolkit)"
+            )?,
+            None => writeln!(
+                f,
+                "  cupti:           not mapped; the tool looks beside libcudart, in the CUDA toolkit and the \
+                 nvidia Python packages (ROCPROF_ATTACH_CUPTI overrides)"
+            )?,
+        },
     }
     match (c.loaded, c.parked.first()) {
         (Some(tid), _) => writeln!(
