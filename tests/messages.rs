@@ -219,7 +219,7 @@ fn messages_have_no_runs_of_spaces() {
     }
     let detach = &runs[0].2;
     assert!(
-        detach.contains("The profiler may still be active in it"),
+        detach.contains("the profiler may still be active in it"),
         "{detach}"
     );
 }

@@ -600,7 +600,7 @@ fn a_refused_detach_is_reported_per_process_and_counts() {
     );
     assert!(
         stderr.contains(&format!("process {} was not detached", bad.pid))
-            && stderr.contains("The profiler may still be active in it"),
+            && stderr.contains("the profiler may still be active in it"),
         "{stderr}"
     );
     assert_eq!(row(&stdout, ok.pid).unwrap().0, "attached");

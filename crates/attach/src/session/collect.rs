@@ -151,16 +151,25 @@ impl Collector {
                 waited,
                 OutputWait::TimedOut | OutputWait::Stopped | OutputWait::NotWaited
             );
+        // Why each process could not be detached, in full (the table keeps a short form).
+        let reasons: Vec<(i32, String)> = detach
+            .failures
+            .iter()
+            .filter_map(|f| match &f.error {
+                crate::error::Error::DetachFailed { reason, .. } => Some((f.pid, reason.clone())),
+                _ => None,
+            })
+            .collect();
         let (mut messages, mut exit_code) = if pending {
             let mut messages: Vec<Message> =
-                super::report::still_active(&processes, &output, false)
+                super::report::still_active(&processes, &reasons, &output, false)
                     .into_iter()
                     .collect();
             messages.push(not_yet_written(req, waited, &self_places));
             let code = super::report::aggregate(&processes, &mut messages);
             (messages, code)
         } else {
-            verdict(&processes, files.is_empty(), &output, || {
+            verdict(&processes, &reasons, files.is_empty(), &output, || {
                 no_output_hint(req, attach, &output)
             })
         };

@@ -307,12 +307,14 @@ pub fn nothing_attached(plan: &Plan, attach: &AttachOutcome) -> SessionReport {
     }
 }
 
-/// The one error for processes that could not be detached: why (each one's reason), that the
-/// profiler may still be active in them, where what it collects from now on goes, and how to
-/// finish their session. `files_listed`: the session lists files (written before or during the
-/// failed detach), which the message then does not contradict.
+/// The one error for processes that could not be detached: why (each one's reason, in full
+/// from `reasons` when known, else the table's), that the profiler may still be active in them,
+/// where what it collects from now on goes, and how to finish their session. `files_listed`: the
+/// session lists files (written before or during the failed detach), which the message then does
+/// not contradict.
 pub(super) fn still_active(
     processes: &[ProcessReport],
+    reasons: &[(i32, String)],
     output: &str,
     files_listed: bool,
 ) -> Option<Message> {
@@ -324,18 +326,30 @@ pub(super) fn still_active(
     if n == 0 {
         return None;
     }
-    let pids: Vec<i32> = failed.iter().map(|r| r.pid).collect();
     let why: Vec<String> = failed
         .iter()
         .map(|r| {
-            let reason = r.reason.strip_prefix("not detached: ").unwrap_or(&r.reason);
+            let reason = reasons
+                .iter()
+                .find(|(pid, _)| *pid == r.pid)
+                .map(|(_, why)| why.as_str())
+                .unwrap_or_else(|| r.reason.strip_prefix("not detached: ").unwrap_or(&r.reason));
             format!("process {} was not detached: {reason}", r.pid)
         })
         .collect();
+    let fixes: Vec<String> = failed
+        .iter()
+        .map(|r| {
+            format!(
+                "`rocprof-attach --detach -p {0}` (continue it first with `kill -CONT {0}` if it is stopped)",
+                r.pid
+            )
+        })
+        .collect();
     Some(Message::error(format!(
-        "{}. The profiler may still be active in {} and collecting: {}what it collects from now on is \
-         written under {output} when {} exit{} or {} session is finished. Fix: finish it with {} (continue \
-         a stopped process first with `kill -CONT PID`); a new attach is refused until then",
+        "{}; the profiler may still be active in {} and collecting: {}what it collects from now on is \
+         written under {output} when {} exit{} or {} session is finished. Fix: finish it with {}; a new \
+         attach is refused until then",
         why.join("; "),
         if n == 1 { "it" } else { "them" },
         if files_listed {
@@ -346,10 +360,7 @@ pub(super) fn still_active(
         if n == 1 { "it" } else { "they" },
         if n == 1 { "s" } else { "" },
         if n == 1 { "its" } else { "their" },
-        pids.iter()
-            .map(|p| format!("`rocprof-attach --detach -p {p}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        fixes.join(", "),
     )))
 }
 
@@ -357,12 +368,13 @@ pub(super) fn still_active(
 /// files are known. `output` says where the tool writes (for processes still profiled).
 pub(super) fn verdict(
     processes: &[ProcessReport],
+    reasons: &[(i32, String)],
     no_files: bool,
     output: &str,
     no_output_hint: impl FnOnce() -> String,
 ) -> (Vec<Message>, ExitCode) {
     let mut messages = Vec::new();
-    if let Some(m) = still_active(processes, output, !no_files) {
+    if let Some(m) = still_active(processes, reasons, output, !no_files) {
         messages.push(m);
         if no_files {
             // Not "no output": the output has not been written yet.
