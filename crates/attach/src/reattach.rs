@@ -24,7 +24,7 @@ use rocprof_engine::procfs::{self, Mapping};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The function a tool library exports to take part in attach (docs/protocol.md section 4:
 /// looked up next to `rocprofiler_configure` in each tool library).
@@ -127,8 +127,8 @@ const TOOL_VARIABLE: &str = "ROCPROF_ATTACH_TOOL_LIBRARY";
 /// `mapped` tools: by the same file in the target's root, or for a bare name by file name. A value
 /// left from the target's start that names another file is not that string.
 fn earlier_tool_string(pid: i32, maps: &[Mapping], mapped: &[&Mapping]) -> Option<String> {
-    let live = rocprof_engine::live_env::read(pid, maps, &[TOOL_VARIABLE]).ok()?;
-    let (_, sent) = live.into_iter().rev().find(|(n, _)| n == TOOL_VARIABLE)?;
+    let live = live_settings(pid, Some(maps))?;
+    let (_, sent) = live.iter().rev().find(|(n, _)| n == TOOL_VARIABLE)?.clone();
     let names_a_mapped_tool = |entry: &str| {
         if !entry.starts_with('/') {
             return mapped.iter().any(|m| {
@@ -181,16 +181,16 @@ pub fn fixed_on_reattach(name: &str) -> bool {
 /// named with both values. Nothing is read when no tool is loaded (a first attach).
 /// The preflight of this run already saw that it loaded none ([`check_reattach`]).
 pub fn check_settings(pid: i32, env: &crate::envbuf::EnvList) -> Result<()> {
-    if loaded_before(pid) == Some(false) {
-        return Ok(());
-    }
-    let Ok(maps) = procfs::maps(pid) else {
-        return Ok(());
+    let live = match loaded_before(pid) {
+        Some(false) => return Ok(()),
+        // The preflight found a tool loaded and read the live environment then.
+        Some(true) => live_settings(pid, None),
+        None => match procfs::maps(pid) {
+            Ok(maps) if !loaded_tools(pid, &maps).is_empty() => live_settings(pid, Some(&maps)),
+            _ => return Ok(()),
+        },
     };
-    if loaded_tools(pid, &maps).is_empty() {
-        return Ok(());
-    }
-    let Ok(live) = rocprof_engine::live_env::read(pid, &maps, &["ROCPROF_"]) else {
+    let Some(live) = live else {
         return Ok(());
     };
     let norm = |v: Option<&str>| match v.map(str::trim) {
@@ -201,32 +201,25 @@ pub fn check_settings(pid: i32, env: &crate::envbuf::EnvList) -> Result<()> {
             Err(_) => v.to_string(),
         },
     };
-    let live_value = |name: &str| {
-        live.iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let mut names: Vec<&str> = live
-        .iter()
-        .map(|(n, _)| n.as_str())
-        .chain(env.iter().map(|(n, _)| n))
-        .filter(|n| fixed_on_reattach(n))
-        .collect();
+    // The last value of each setting the earlier attach left (a later `setenv` replaces).
+    let mut then: HashMap<&str, &str> = HashMap::new();
+    for (n, v) in live.iter().filter(|(n, _)| fixed_on_reattach(n)) {
+        then.insert(n.as_str(), v.as_str());
+    }
+    let now: HashMap<&str, &str> = env.iter().filter(|(n, _)| fixed_on_reattach(n)).collect();
+    let mut names: Vec<&str> = then.keys().chain(now.keys()).copied().collect();
     names.sort_unstable();
     names.dedup();
-    let show = |v: &str| {
-        if v.is_empty() {
-            "not set".to_string()
-        } else {
-            format!("'{v}'")
-        }
-    };
+    let show = |v: &str| if v.is_empty() { "not set".to_string() } else { format!("'{v}'") };
     let differ: Vec<String> = names
         .into_iter()
         .filter_map(|n| {
-            let (was, now) = (norm(live_value(n)), norm(env.get(n)));
-            (was != now).then(|| format!("{n}: {} then, {} now", show(&was), show(&now)))
+            let (was, is) = (then.get(n).copied(), now.get(n).copied());
+            if was.map(str::trim) == is.map(str::trim) {
+                return None;
+            }
+            let (was, is) = (norm(was), norm(is));
+            (was != is).then(|| format!("{n}: {} then, {} now", show(&was), show(&is)))
         })
         .collect();
     if differ.is_empty() {
@@ -241,6 +234,30 @@ pub fn check_settings(pid: i32, env: &crate::envbuf::EnvList) -> Result<()> {
             differ.join("; ")
         ),
     })
+}
+
+/// The `ROCPROF_*` variables of `pid`'s live environment, read once per run (the tool string and
+/// the settings checks of one preflight share it).
+fn live_settings(pid: i32, maps: Option<&[Mapping]>) -> Option<Arc<Vec<(String, String)>>> {
+    type Cache = Mutex<Option<HashMap<i32, Option<Arc<Vec<(String, String)>>>>>>;
+    static LIVE: Cache = Mutex::new(None);
+    let lock = || LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hit) = lock().as_ref().and_then(|m| m.get(&pid).cloned()) {
+        return hit;
+    }
+    let read = |maps: &[Mapping]| {
+        rocprof_engine::live_env::read(pid, maps, &["ROCPROF_"])
+            .ok()
+            .map(Arc::new)
+    };
+    let live = match maps {
+        Some(maps) => read(maps),
+        None => procfs::maps(pid).ok().and_then(|maps| read(&maps)),
+    };
+    lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(pid, live.clone());
+    live
 }
 
 /// Whether each process checked by [`check_reattach`] in this run had a tool loaded, so that

@@ -11,6 +11,7 @@
 use crate::elf::RemoteLibrary;
 use crate::error::{Error, Result};
 use crate::procfs::{self, Mapping};
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -18,8 +19,9 @@ use std::os::unix::fs::FileExt;
 const MAX_ENTRIES: usize = 16_384;
 /// At most this many bytes of one entry are read.
 const MAX_ENTRY: usize = 128 * 1024;
-/// Bytes read at a time (never across a page boundary, so an entry at a page's end reads well).
-const CHUNK: u64 = 256;
+/// Memory is read a page at a time: the pointer array and the strings of an environment lie in
+/// a few pages (the initial block on the stack, `setenv`'s copies on the heap), so a whole
+/// environment takes a handful of reads.
 const PAGE: u64 = 4096;
 
 /// The entries of `pid`'s live environment whose name starts with one of `prefixes`, in order.
@@ -28,41 +30,83 @@ pub fn read(pid: i32, maps: &[Mapping], prefixes: &[&str]) -> Result<Vec<(String
     let libc = RemoteLibrary::locate_in(pid, "libc.so.6", maps)?;
     let environ = libc.variable("__environ")?;
     let path = procfs::proc_dir(pid).join("mem");
-    let mem = File::open(&path).map_err(|e| match e.raw_os_error() {
+    let file = File::open(&path).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::ESRCH) => Error::ProcessGone { pid },
         _ => Error::io(format!("opening {}", path.display()), e),
     })?;
-    let word = |addr: u64| -> Result<u64> {
-        let mut b = [0u8; 8];
-        mem.read_exact_at(&mut b, addr)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        Ok(u64::from_ne_bytes(b))
+    let mut mem = Pages {
+        file,
+        pages: HashMap::new(),
     };
-    let mut envp = word(environ)?;
+    let word = |mem: &mut Pages, addr: u64| -> Result<u64> {
+        let b = mem.bytes(addr, 8).ok_or_else(|| {
+            Error::io(
+                format!("reading {} at {addr:#x}", path.display()),
+                std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            )
+        })?;
+        Ok(u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+    };
+    let mut envp = word(&mut mem, environ)?;
     let mut out = Vec::new();
     for _ in 0..MAX_ENTRIES {
-        let entry = word(envp)?;
+        let entry = word(&mut mem, envp)?;
         if entry == 0 {
             break;
         }
         envp += 8;
-        if let Some(pair) = read_entry(&mem, entry, prefixes) {
+        if let Some(pair) = read_entry(&mut mem, entry, prefixes) {
             out.push(pair);
         }
     }
     Ok(out)
 }
 
+/// The pages of the target's memory read so far.
+struct Pages {
+    file: File,
+    pages: HashMap<u64, Option<Box<[u8]>>>,
+}
+
+impl Pages {
+    /// The page holding `addr`, read once (None when it cannot be read).
+    fn page(&mut self, addr: u64) -> Option<&[u8]> {
+        let start = addr - addr % PAGE;
+        let file = &self.file;
+        self.pages
+            .entry(start)
+            .or_insert_with(|| {
+                let mut buf = vec![0u8; PAGE as usize].into_boxed_slice();
+                file.read_exact_at(&mut buf, start).ok().map(|()| buf)
+            })
+            .as_deref()
+    }
+
+    /// `len` bytes at `addr`, across pages.
+    fn bytes(&mut self, mut addr: u64, len: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            let off = (addr % PAGE) as usize;
+            let page = self.page(addr)?;
+            let take = (len - out.len()).min(page.len() - off);
+            out.extend_from_slice(&page[off..off + take]);
+            addr += take as u64;
+        }
+        Some(out)
+    }
+}
+
 /// One `NAME=value` entry at `addr`, when its name starts with one of `prefixes`.
-fn read_entry(mem: &File, mut addr: u64, prefixes: &[&str]) -> Option<(String, String)> {
+fn read_entry(mem: &mut Pages, mut addr: u64, prefixes: &[&str]) -> Option<(String, String)> {
     let mut bytes = Vec::new();
+    let mut checked = false;
     loop {
-        let len = CHUNK.min(PAGE - addr % PAGE) as usize;
-        let mut buf = vec![0u8; len];
-        mem.read_exact_at(&mut buf, addr).ok()?;
-        let end = buf.iter().position(|b| *b == 0);
-        bytes.extend_from_slice(&buf[..end.unwrap_or(len)]);
-        if bytes.len() >= 64 || end.is_some() {
+        let off = (addr % PAGE) as usize;
+        let page = mem.page(addr)?;
+        let chunk = &page[off..];
+        let end = chunk.iter().position(|b| *b == 0);
+        bytes.extend_from_slice(&chunk[..end.unwrap_or(chunk.len())]);
+        if !checked && (bytes.len() >= 64 || end.is_some()) {
             // Enough to see the name: stop reading entries nobody asked for.
             let head = String::from_utf8_lossy(&bytes[..bytes.len().min(64)]);
             if !prefixes
@@ -71,6 +115,7 @@ fn read_entry(mem: &File, mut addr: u64, prefixes: &[&str]) -> Option<(String, S
             {
                 return None;
             }
+            checked = true;
         }
         if end.is_some() {
             break;
@@ -78,7 +123,7 @@ fn read_entry(mem: &File, mut addr: u64, prefixes: &[&str]) -> Option<(String, S
         if bytes.len() > MAX_ENTRY {
             return None;
         }
-        addr += len as u64;
+        addr += chunk.len() as u64;
     }
     let text = String::from_utf8(bytes).ok()?;
     let (name, value) = text.split_once('=')?;

@@ -2,7 +2,7 @@
 //! CUDA process ([`crate::cuda::preflight`]) as a [`Report`].
 
 use super::{check_process, check_tracer, command_line, not_attachable, root_id, Report};
-use super::{LISTENER_COMM, TOOL_NOTE};
+use super::TOOL_NOTE;
 use crate::cuda::{self, Backend};
 use crate::error::Result;
 use crate::toolpath::{ToolChoice, ToolSource};
@@ -37,12 +37,14 @@ pub fn asked_backend() -> Backend {
 
 /// The preflight of a process that gets the CUDA backend; None for one that gets ROCm (its
 /// preflight is the usual one, which explains a missing listener).
-pub fn check_cuda(pid: i32) -> Result<Option<Report>> {
+/// `listeners`: the process's `rocp-bg-attach` threads, read once by the caller (its ROCm
+/// preflight uses them too).
+pub fn check_cuda(pid: i32, listeners: Option<&[i32]>) -> Result<Option<Report>> {
     let asked = asked_backend();
     if asked == Backend::Rocm {
         return Ok(None);
     }
-    let has_listener = procfs::threads_named(pid, LISTENER_COMM).is_ok_and(|t| !t.is_empty());
+    let has_listener = listeners.is_some_and(|t| !t.is_empty());
     if asked == Backend::Auto && has_listener {
         return Ok(None);
     }

@@ -49,7 +49,7 @@ impl Collector {
                 Some(p.report.own_pid),
                 &sent,
             );
-            let key = (p.report.root_id, pattern.regex().as_str().to_string());
+            let key = (p.report.root_id, pattern.regex().as_str());
             snapshots
                 .entry(key)
                 .and_modify(|s: &mut Snapshot| s.also_seen_by(pid))
