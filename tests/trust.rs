@@ -424,11 +424,8 @@ fn selections_skip_processes_without_a_listener_and_attach_the_rest() {
 
     // --check works with the selection, the same way (with the tool of the first attach, which
     // a reattach must name again).
-    let (code, stdout, stderr) = rocprof_attach(
-        &["--check", "--match", &tag, "--json", "-t", s(&tool)],
-        &[],
-    )
-    .finish();
+    let (code, stdout, stderr) =
+        rocprof_attach(&["--check", "--match", &tag, "--json", "-t", s(&tool)], &[]).finish();
     assert_eq!(code, 0, "{stderr}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     assert_eq!(doc["command"], "check");

@@ -120,7 +120,9 @@ fn check_one(
 ) -> Result<preflight::Report, Error> {
     let r = preflight::check(pid, tool_library)?;
     if let (None, Some(env)) = (&r.cuda, env) {
-        crate::attach::reattach::check_settings(pid, env)?;
+        if crate::attach::reattach::asks_for_settings(env) {
+            crate::attach::reattach::check_settings(pid, env)?;
+        }
     }
     if let Some(dir) = output_dir {
         preflight::check_output_dir(pid, dir)?;

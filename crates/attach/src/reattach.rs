@@ -175,6 +175,22 @@ pub fn fixed_on_reattach(name: &str) -> bool {
             || FIXED.contains(&name))
 }
 
+/// Whether `env` asks for any setting of [`fixed_on_reattach`] other than its "not asked for"
+/// value ([`crate::options::defaults::DEFAULTS`]): a `--check` given no tracing or counter option
+/// asks about no particular session, so it has no settings to compare.
+pub fn asks_for_settings(env: &crate::envbuf::EnvList) -> bool {
+    env.iter().any(|(n, v)| {
+        let default = crate::options::defaults::DEFAULTS
+            .iter()
+            .find(|(d, _)| *d == n)
+            .map(|(_, d)| *d);
+        fixed_on_reattach(n)
+            && !v.trim().is_empty()
+            && crate::options::parse_bool(v) != Ok(false)
+            && Some(v) != default
+    })
+}
+
 /// A reattach asks for what the earlier attach asked for: the settings of
 /// [`fixed_on_reattach`] that `env` (what this session sends) gives other values than the
 /// target's live environment holds from the earlier attach are refused before any ptrace, each
@@ -210,7 +226,13 @@ pub fn check_settings(pid: i32, env: &crate::envbuf::EnvList) -> Result<()> {
     let mut names: Vec<&str> = then.keys().chain(now.keys()).copied().collect();
     names.sort_unstable();
     names.dedup();
-    let show = |v: &str| if v.is_empty() { "not set".to_string() } else { format!("'{v}'") };
+    let show = |v: &str| {
+        if v.is_empty() {
+            "not set".to_string()
+        } else {
+            format!("'{v}'")
+        }
+    };
     let differ: Vec<String> = names
         .into_iter()
         .filter_map(|n| {

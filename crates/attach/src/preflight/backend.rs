@@ -1,8 +1,8 @@
 //! Which profiler a process gets (`--backend`, `ROCPROF_ATTACH_BACKEND`) and the preflight of a
 //! CUDA process ([`crate::cuda::preflight`]) as a [`Report`].
 
-use super::{check_process, check_tracer, command_line, not_attachable, root_id, Report};
 use super::TOOL_NOTE;
+use super::{check_process, check_tracer, command_line, not_attachable, root_id, Report};
 use crate::cuda::{self, Backend};
 use crate::error::Result;
 use crate::toolpath::{ToolChoice, ToolSource};
