@@ -277,17 +277,21 @@ pub(crate) fn is_truthy(v: &str) -> bool {
     )
 }
 
+/// What the preflight read that explains a missing listener: status, maps, SDK libraries and
+/// environment.
+type ListenerFacts<'a> = (
+    &'a procfs::Status,
+    &'a [Mapping],
+    &'a [SdkLibrary],
+    Option<&'a Vec<(String, String)>>,
+);
+
 /// The listener among `tids` (the process's `rocp-bg-attach` threads), or why there is none,
-/// from what the preflight read (`facts`: status, maps, SDK libraries, environment).
+/// from what the preflight read (`facts`).
 fn find_listener(
     pid: i32,
     tids: Vec<i32>,
-    facts: (
-        &procfs::Status,
-        &[Mapping],
-        &[SdkLibrary],
-        Option<&Vec<(String, String)>>,
-    ),
+    facts: ListenerFacts<'_>,
     warnings: &mut Vec<String>,
 ) -> Result<i32> {
     let (status, maps, libs, env) = facts;
