@@ -151,15 +151,7 @@ impl Collector {
                 waited,
                 OutputWait::TimedOut | OutputWait::Stopped | OutputWait::NotWaited
             );
-        // Why each process could not be detached, in full (the table keeps a short form).
-        let reasons: Vec<(i32, String)> = detach
-            .failures
-            .iter()
-            .filter_map(|f| match &f.error {
-                crate::error::Error::DetachFailed { reason, .. } => Some((f.pid, reason.clone())),
-                _ => None,
-            })
-            .collect();
+        let reasons = detach_reasons(detach);
         let (mut messages, mut exit_code) = if pending {
             let mut messages: Vec<Message> =
                 super::report::still_active(&processes, &reasons, &output, false)
@@ -179,19 +171,7 @@ impl Collector {
                 exit_code = ExitCode::NoOutput;
             }
         }
-        let cuda = !attach.attached.is_empty() && attach.attached.iter().all(|a| a.cuda.is_some());
-        for w in super::verify::empty_captures(&req.env, &req.switches, cuda, &files) {
-            messages.push(Message {
-                severity: Severity::Warning,
-                text: w,
-            });
-        }
-        if let Some(text) = cuda_api_note(req, attach, &files) {
-            messages.push(Message {
-                severity: Severity::Note,
-                text,
-            });
-        }
+        messages.extend(capture_messages(req, attach, &files));
         if !files.is_empty() {
             if let Some(m) = missing_formats(req, &files) {
                 messages.push(Message {
@@ -211,6 +191,42 @@ impl Collector {
             exit_code,
         }
     }
+}
+
+/// Why each process could not be detached, in full (the table keeps a short form).
+fn detach_reasons(detach: &DetachOutcome) -> Vec<(i32, String)> {
+    detach
+        .failures
+        .iter()
+        .filter_map(|f| match &f.error {
+            crate::error::Error::DetachFailed { reason, .. } => Some((f.pid, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the files hold compared with what was asked for: a warning per kind of event asked for
+/// and not collected, and, for a CUDA session, where its API rows are.
+fn capture_messages(
+    req: &AttachRequest,
+    attach: &AttachOutcome,
+    files: &[FileReport],
+) -> Vec<Message> {
+    let cuda = !attach.attached.is_empty() && attach.attached.iter().all(|a| a.cuda.is_some());
+    let mut out: Vec<Message> = super::verify::empty_captures(&req.env, &req.switches, cuda, files)
+        .into_iter()
+        .map(|text| Message {
+            severity: Severity::Warning,
+            text,
+        })
+        .collect();
+    if let Some(text) = cuda_api_note(req, attach, files) {
+        out.push(Message {
+            severity: Severity::Note,
+            text,
+        });
+    }
+    out
 }
 
 /// Where a CUDA session's API rows are, when it traced API calls and wrote files: rocpd and
