@@ -96,27 +96,26 @@ impl Pages {
     }
 }
 
-/// One `NAME=value` entry at `addr`, when its name starts with one of `prefixes`.
+/// One `NAME=value` entry at `addr`, when its name starts with one of `prefixes` (checked on the
+/// first bytes, before anything is copied).
 fn read_entry(mem: &mut Pages, mut addr: u64, prefixes: &[&str]) -> Option<(String, String)> {
-    let mut bytes = Vec::new();
-    let mut checked = false;
+    let wanted = |head: &[u8]| {
+        prefixes.iter().any(|p| {
+            let p = p.as_bytes();
+            head.starts_with(p) || (head.len() < p.len() && p.starts_with(head))
+        })
+    };
+    let mut bytes: Vec<u8> = Vec::new();
     loop {
         let off = (addr % PAGE) as usize;
         let page = mem.page(addr)?;
         let chunk = &page[off..];
         let end = chunk.iter().position(|b| *b == 0);
-        bytes.extend_from_slice(&chunk[..end.unwrap_or(chunk.len())]);
-        if !checked && (bytes.len() >= 64 || end.is_some()) {
-            // Enough to see the name: stop reading entries nobody asked for.
-            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(64)]);
-            if !prefixes
-                .iter()
-                .any(|p| head.starts_with(p) || p.starts_with(&*head))
-            {
-                return None;
-            }
-            checked = true;
+        let part = &chunk[..end.unwrap_or(chunk.len())];
+        if bytes.is_empty() && !wanted(part) {
+            return None;
         }
+        bytes.extend_from_slice(part);
         if end.is_some() {
             break;
         }
