@@ -74,21 +74,19 @@ pub fn name_in_help(cmd: Command) -> Command {
         })
         .collect();
     let after = crate::cli::help::AFTER_LONG_HELP.replace("{fallbacks}", &list.join(", "));
-    // Only the options with a fallback are rebuilt (every run builds the command).
-    let mut cmd = cmd.after_long_help(after);
-    for f in Fallback::ALL {
-        cmd = cmd.mut_arg(f.arg(), |a| {
-            let tag = |h: &clap::builder::StyledStr| format!("{h} [env: {}]", f.var());
-            let long = a.get_long_help().map(tag);
-            let short = a.get_help().map(tag).unwrap_or_default();
-            let a = a.help(short);
-            match long {
-                Some(l) => a.long_help(l),
-                None => a,
-            }
-        });
-    }
-    cmd
+    cmd.after_long_help(after).mut_args(|a| {
+        let Some(f) = Fallback::ALL.into_iter().find(|f| a.get_id() == f.arg()) else {
+            return a;
+        };
+        let tag = |h: &clap::builder::StyledStr| format!("{h} [env: {}]", f.var());
+        let long = a.get_long_help().map(tag);
+        let short = a.get_help().map(tag).unwrap_or_default();
+        let a = a.help(short);
+        match long {
+            Some(l) => a.long_help(l),
+            None => a,
+        }
+    })
 }
 
 #[cfg(test)]
