@@ -279,6 +279,50 @@ fn bad_command_lines_are_refused_without_touching_the_target() {
             vec![("ROCPROF_ATTACH_CHILDREN", "perhaps")],
             "ROCPROF_ATTACH_CHILDREN",
         ),
+        // Every environment value with a fixed form is a usage error, before any preflight.
+        (
+            vec!["-p", p, "--kernel-trace"],
+            vec![("ROCPROF_ATTACH_BUFFER_BYTES", "abc")],
+            "ROCPROF_ATTACH_BUFFER_BYTES='abc'",
+        ),
+        (
+            vec!["-p", p, "--check"],
+            vec![("ROCPROF_ATTACH_BACKEND", "gpu")],
+            "ROCPROF_ATTACH_BACKEND='gpu'",
+        ),
+        (
+            vec!["-p", p],
+            vec![("ROCPROF_MEMORY_COPY_TRACE", "maybe")],
+            "ROCPROF_MEMORY_COPY_TRACE='maybe'",
+        ),
+        (
+            vec!["-p", p, "--kernel-trace"],
+            vec![("ROCPROF_ATTACH_CUDA_DRIVER_API", "perhaps")],
+            "ROCPROF_ATTACH_CUDA_DRIVER_API",
+        ),
+        // Kernel filters are checked in the grammar the tool compiles them with.
+        (
+            vec![
+                "-p",
+                p,
+                "--kernel-trace",
+                "--kernel-include-regex",
+                "a{2,1}",
+            ],
+            vec![],
+            "bounds out of order",
+        ),
+        (
+            vec![
+                "-p",
+                p,
+                "--kernel-trace",
+                "--kernel-exclude-regex",
+                "(?<=x)gemm",
+            ],
+            vec![],
+            "look-behind",
+        ),
         (vec!["-p", p, "--kernel-tarce"], vec![], "--kernel-trace"),
         (vec!["-p", p, "--match", "x"], vec![], "only one of them"),
         (vec!["--match", "(unclosed"], vec![], "regular expression"),

@@ -200,9 +200,31 @@ fn a_plain_cuda_process_is_traced_and_left_with_nothing_enabled() {
         "300",
         "--output-format",
         "csv,rocpd",
+        "-v",
     ]);
     let (code, _, stderr) = session(&t, &args);
     assert_eq!(code, 0, "{stderr}");
+    // In CUDA's words, and only about what was asked for: nothing of ROCm's listener or ROCTx,
+    // no switch named as if typed when --runtime-trace implied it, and where the API rows went.
+    for rocm in [
+        "rocp-bg-attach",
+        "listener",
+        "rocprofiler_register_attach",
+        "ROCTx",
+        "--rccl-trace",
+        "--marker-trace collected",
+        "--memory-allocation-trace collected",
+    ] {
+        assert!(!stderr.contains(rocm), "{rocm}: {stderr}");
+    }
+    for cuda in [
+        "through CUPTI",
+        "rocp-cu-attach",
+        "HIP_RUNTIME_API_CUDA",
+        "_hip_api_trace.csv",
+    ] {
+        assert!(stderr.contains(cuda), "{cuda}: {stderr}");
+    }
     let db = t.out().join("run_results.db");
     assert!(db.is_file(), "{} written: {stderr}", db.display());
     let kernels = count(&db, "SELECT COUNT(*) FROM kernels");
@@ -422,6 +444,40 @@ fn check_list_and_json_name_the_cuda_backend() {
     let (_, out, _) = session(&t, &["--check", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["processes"][0]["backend"], "cuda", "{out}");
+}
+
+/// A process that maps no libcupti, with none where the tool looks: `--check` and a session say
+/// so with the fix (exit 4, nothing touched); with ROCPROF_ATTACH_CUPTI naming one, `--check` says
+/// which the tool will load.
+#[test]
+fn a_process_without_any_cupti_is_refused_with_the_fix() {
+    let t = Target::spawn(&["--no-cupti"], &[]);
+    let maps = t.maps();
+    for args in [
+        &["--check"][..],
+        &["--kernel-trace", "--attach-duration-msec", "50"],
+    ] {
+        let (code, _, stderr) = start(&t, args, &[("ROCPROF_ATTACH_CUPTI", "")]).finish();
+        assert_eq!(code, 4, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("maps no libcupti")
+                && stderr.contains("ROCPROF_ATTACH_CUPTI=/path/to/libcupti.so"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(t.maps(), maps, "nothing loaded");
+    let cupti = cuda::build_standins().libcupti;
+    let (code, out, stderr) = start(
+        &t,
+        &["--check"],
+        &[("ROCPROF_ATTACH_CUPTI", cupti.to_str().unwrap())],
+    )
+    .finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        out.contains(&format!("the tool will load {}", cupti.display())),
+        "{out}"
+    );
 }
 
 #[test]

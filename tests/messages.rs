@@ -219,7 +219,7 @@ fn messages_have_no_runs_of_spaces() {
     }
     let detach = &runs[0].2;
     assert!(
-        detach.contains("the profiler may still be active in process"),
+        detach.contains("the profiler may still be active in it"),
         "{detach}"
     );
 }
@@ -330,5 +330,39 @@ fn completions_without_a_shell_names_the_shells() {
         let (code, out, err) = rocprof_attach(&["completions", shell], &[]).finish();
         assert_eq!(code, 0, "{shell}: {err}");
         assert!(out.contains("rocprof-attach"), "{shell}: {out}");
+    }
+}
+
+/// A detach the register refuses is one error: why (the detach's own meaning of the status, not
+/// the attach's), that the profiler may still be active, that the listed files were written in
+/// this session, and the fix; never "writes its output when it exits" beside a file list.
+#[test]
+fn a_refused_detach_is_one_true_message() {
+    let t = target(&[("STANDIN_DETACH_STATUS", "6")]);
+    let out = tempfile::tempdir().unwrap();
+    let pid = t.pid.to_string();
+    let tool = tool_lib();
+    let args = session(&[], &pid, out.path(), &tool);
+    let (code, stdout, stderr) = rocprof_attach(&args, &[]).finish();
+    assert_eq!(code, 11, "{stderr}");
+    assert!(stdout.contains("wrote 1 file"), "{stdout}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("rocprof-attach: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "one error: {stderr}");
+    for needle in [
+        "rocprofiler_register_detach returned 6, ROCP_REG_ROCPROFILER_ERROR (rocprofiler-sdk's detach failed)",
+        "the files listed were written during this session",
+        &format!("`rocprof-attach --detach -p {pid}`"),
+    ] {
+        assert!(errors[0].contains(needle), "{needle}: {}", errors[0]);
+    }
+    for wrong in [
+        "failed to load or configure",
+        "reattach",
+        "not into this session's file list",
+    ] {
+        assert!(!stderr.contains(wrong), "{wrong}: {stderr}");
     }
 }

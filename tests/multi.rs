@@ -592,11 +592,15 @@ fn a_refused_detach_is_reported_per_process_and_counts() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("(not detached: detach returned 2 (ROCP_REG_DEADLOCK))"),
+        stdout.contains(
+            "(not detached: rocprofiler_register_detach returned 2, ROCP_REG_DEADLOCK (another attach or \
+             detach was running in the target))"
+        ),
         "{stdout}"
     );
     assert!(
-        stderr.contains("the profiler may still be active in process"),
+        stderr.contains(&format!("process {} was not detached", bad.pid))
+            && stderr.contains("the profiler may still be active in it"),
         "{stderr}"
     );
     assert_eq!(row(&stdout, ok.pid).unwrap().0, "attached");

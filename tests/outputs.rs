@@ -243,6 +243,28 @@ fn an_empty_capture_is_a_warning_naming_the_option() {
         stderr.contains("--memory-copy-trace collected nothing"),
         "{stderr}"
     );
+    // What an umbrella turned on is named as implied by it, never as if typed (a fresh target:
+    // a reattach must ask for what the first attach did).
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_TOOL_COPY_DB".into(), path.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let out = t.dir.path().join("out");
+    let (code, _, stderr) = session(&t, &["-r", "-d", out.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{stderr}");
+    for implied in [
+        "--hip-runtime-trace (implied by --runtime-trace) collected nothing",
+        "--marker-trace (implied by --runtime-trace) collected nothing",
+    ] {
+        assert!(stderr.contains(implied), "{implied}: {stderr}");
+    }
+    for typed in [
+        "--hip-trace collected",
+        "--marker-trace collected",
+        "--rccl-trace collected",
+    ] {
+        assert!(!stderr.contains(typed), "{typed}: {stderr}");
+    }
     // A database with events gives no such warning.
     let full = rocpd_common::full_db(&scratch.path().join("full.db"), 4242, 7);
     let t = Target::spawn(TargetOpts {

@@ -65,6 +65,7 @@ fn attachable_target_report() {
             &TargetSelection::Pids(vec![target.pid()]),
             None,
             None,
+            None,
             &rocprof_attach::cli::render::Ui::new(false, false),
             false
         ),

@@ -535,3 +535,72 @@ fn the_package_ships_the_cuda_tool() {
         "the module's attach traced the CUDA process: {err}"
     );
 }
+
+/// `main()`'s file list follows the output templates as the command does: it reads only the
+/// directories the templates can name (here `<target cwd>/<hostname>/`), however large the
+/// target's working directory is, and reports only the files they name.
+#[test]
+#[ignore = "needs ROCPROF_ATTACH_TEST_VENV (tests/scripts/test.sh runs it after tests/scripts/python-venv.sh)"]
+fn main_follows_the_output_template_not_the_working_directory() {
+    let venv = venv();
+    let t = Target::spawn(TargetOpts::default());
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", t.pid)).unwrap();
+    // A working directory full of unrelated files, which must not be read.
+    for d in ["many", "many/sub", "many/sub/deeper"] {
+        std::fs::create_dir_all(cwd.join(d)).unwrap();
+        for i in 0..200 {
+            std::fs::write(cwd.join(d).join(format!("f{i}")), "x").unwrap();
+        }
+    }
+    let script = format!(
+        r#"
+import os, socket, rocprof_attach as r
+pid = {pid}
+calls = []
+orig = os.scandir
+os.scandir = lambda d: (calls.append(d), orig(d))[1]
+s = r._Snapshot(pid)
+cwd = os.readlink("/proc/%d/cwd" % pid)
+host = os.path.join(cwd, socket.gethostname())
+os.makedirs(host, exist_ok=True)
+for name in ("%d_results.db" % pid, "%d_1_kernel_trace.csv" % pid, "%d0_results.db" % pid, "other.db"):
+    open(os.path.join(host, name), "w").write("x")
+open(os.path.join(cwd, "many", "new.db"), "w").write("x")
+print("base", s.target)
+print("changes", "|".join(s.changes()))
+print("read", len(calls), "|".join(sorted(set(calls))))
+"#,
+        pid = t.pid
+    );
+    let mut c = Command::new(venv.join("bin/python"));
+    c.arg("-c")
+        .arg(&script)
+        .env("PYTHONPATH", concat!(env!("CARGO_MANIFEST_DIR"), "/python"))
+        .env_remove("ROCPROF_OUTPUT_PATH")
+        .env_remove("ROCPROF_OUTPUT_FILE_NAME");
+    let o = c.output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let line = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} line: {out}\n{err}"))
+            .to_string()
+    };
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let dir = format!("{}/{}", cwd.display(), host.trim());
+    assert_eq!(line("base"), dir, "{out}");
+    assert_eq!(
+        line("changes"),
+        format!(
+            "{dir}/{pid}_1_kernel_trace.csv|{dir}/{pid}_results.db",
+            pid = t.pid
+        ),
+        "{out}"
+    );
+    // The host directory, once before and once after: nothing else.
+    let read = line("read");
+    assert!(!read.contains("many"), "{read}");
+    let count: usize = read.split(' ').next().unwrap().parse().unwrap();
+    assert!(count <= 4, "{read}");
+}

@@ -48,13 +48,12 @@ fn sessions_in_sequence_on_one_target_each_stand_alone() {
     assert_eq!(env["ROCPROF_OUTPUT_FILE_NAME"], "a/%pid%/b");
     assert_eq!(env["ROCPROF_KERNEL_TRACE"], "0", "{sent:?}");
 
-    // 2: plain kernel trace, no -o: the default name again, no HIP trace.
-    let stdout = session(&["--kernel-trace"]);
+    // 2: the same services (a reattach must ask for what the first attach did: the preflight
+    // refuses others, as rocprofiler-sdk would), no -o: the default name again.
+    let stdout = session(&["--hip-trace"]);
     let (sent2, env) = apply(1);
-    assert_eq!(env["ROCPROF_KERNEL_TRACE"], "1");
-    assert_eq!(env["ROCPROF_HIP_RUNTIME_API_TRACE"], "0");
-    assert_eq!(env["ROCPROF_HIP_COMPILER_API_TRACE"], "0");
-    assert_eq!(env["ROCPROF_HIP_GRAPH_TRACE"], "0");
+    assert_eq!(env["ROCPROF_HIP_RUNTIME_API_TRACE"], "1");
+    assert_eq!(env["ROCPROF_KERNEL_TRACE"], "0");
     assert_eq!(env["ROCPROF_OUTPUT_FILE_NAME"], "%hostname%/%pid%");
     // Nothing of session 1 is left to chance: every ROCPROF_* variable it sent is sent again.
     for name in sent.keys().filter(|n| n.starts_with("ROCPROF_")) {
@@ -76,8 +75,36 @@ fn sessions_in_sequence_on_one_target_each_stand_alone() {
     );
     assert!(stdout.contains(s(&second)), "{stdout}");
     assert!(!out.join(format!("a/{pid}/b_1_standin_trace.csv")).exists());
+    // 3: other services are refused before any ptrace, naming what differs.
+    let mut args = vec![
+        "--attach",
+        &pid,
+        "-d",
+        s(&out),
+        "-t",
+        s(&tool),
+        "--kernel-trace",
+    ];
+    args.extend(["--attach-duration-msec", "100"]);
+    let (code, _, stderr) = rocprof_attach(&args, &[]).finish();
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("ROCPROF_KERNEL_TRACE: not set then, '1' now"),
+        "{stderr}"
+    );
+    t.assert_heartbeat();
 
-    // 3: counters and a filter, then 4: plain again: the counters and the filter are gone.
+    // 4: counters and a filter on one process, 5: plain on another: the plain session sends
+    // the counters and the filter as "none", whatever the process was sent before it.
+    let t = Target::spawn(TargetOpts::default());
+    let pid = t.pid.to_string();
+    let session = |extra: &[&str]| {
+        let mut args = vec!["--attach", &pid, "-d", s(&out), "-t", s(&tool)];
+        args.extend_from_slice(extra);
+        args.extend(["--attach-duration-msec", "100"]);
+        let (code, stdout, stderr) = rocprof_attach(&args, &[]).finish();
+        assert_eq!(code, 0, "{extra:?}: {stderr}\n{stdout}");
+    };
     session(&[
         "--pmc",
         "SQ_WAVES",
@@ -86,14 +113,19 @@ fn sessions_in_sequence_on_one_target_each_stand_alone() {
         "-o",
         "c",
     ]);
-    let (_, env) = apply(2);
+    let env = attach_pairs(&t, 0);
     assert_eq!(env["ROCPROF_COUNTERS"], "pmc: SQ_WAVES");
     assert_eq!(env["ROCPROF_COUNTER_COLLECTION"], "1");
     assert_eq!(env["ROCPROF_KERNEL_TRACE"], "0");
     assert_eq!(env["ROCPROF_KERNEL_FILTER_INCLUDE_REGEX"], "^gemm");
-    assert!(out.join(format!("c_{pid}_2_standin_trace.csv")).is_file());
-    session(&["--memory-copy-trace"]);
-    let (_, env) = apply(3);
+    assert!(out.join(format!("c_{pid}_standin_trace.csv")).is_file());
+    let t = Target::spawn(TargetOpts::default());
+    let pid = t.pid.to_string();
+    let mut args = vec!["--attach", &pid, "-d", s(&out), "-t", s(&tool)];
+    args.extend(["--memory-copy-trace", "--attach-duration-msec", "100"]);
+    let (code, _, stderr) = rocprof_attach(&args, &[]).finish();
+    assert_eq!(code, 0, "{stderr}");
+    let env = attach_pairs(&t, 0);
     assert_eq!(
         env["ROCPROF_COUNTERS"], "",
         "empty means no counters to the tool"
@@ -102,8 +134,9 @@ fn sessions_in_sequence_on_one_target_each_stand_alone() {
     assert_eq!(env["ROCPROF_KERNEL_FILTER_INCLUDE_REGEX"], ".*");
     assert_eq!(env["ROCPROF_PC_SAMPLING_METHOD"], "none");
     assert_eq!(env["ROCPROF_MEMORY_COPY_TRACE"], "1");
+    assert_eq!(env["ROCPROF_HIP_RUNTIME_API_TRACE"], "0");
     assert!(out
-        .join(format!("{}/{pid}_3_standin_trace.csv", hostname()))
+        .join(format!("{}/{pid}_standin_trace.csv", hostname()))
         .is_file());
     t.assert_heartbeat();
 }

@@ -284,6 +284,80 @@ fn a_reattach_with_another_tool_is_refused_with_the_tool_to_pass() {
     assert_untouched(&t, 2, "reattach refused");
 }
 
+/// The same tool file by another string (a symlink, a `..` path) and other services or filters
+/// than the first attach asked for: rocprofiler-register and the SDK would refuse them (status 8
+/// and 6, exit 6); the preflight and `--check` refuse them first (exit 4), naming the exact string
+/// of the first attach and each setting, as read from the target's live environment.
+#[test]
+fn a_reattach_by_another_path_or_with_other_settings_is_refused_in_preflight() {
+    let t = spawn(TargetOpts::default());
+    let out = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(dir.path()).unwrap();
+    let tool = dir.join("libmy-profiler.so");
+    std::fs::copy(tool_lib(), &tool).unwrap();
+    let link = dir.join("link.so");
+    std::os::unix::fs::symlink(&tool, &link).unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    let dotdot = dir.join("sub/../libmy-profiler.so");
+    let pid = t.pid.to_string();
+    let (code, _, stderr) = rocprof_attach(&session(&pid, out.path(), &tool), &[]).finish();
+    assert_eq!(code, 0, "{stderr}");
+    for other in [&link, &dotdot] {
+        let (code, _, stderr) = rocprof_attach(&session(&pid, out.path(), other), &[]).finish();
+        assert_eq!(code, 4, "{}: {stderr}", other.display());
+        one_error(
+            &stderr,
+            &[
+                &format!("sent as '{}'", tool.display()),
+                &format!("Fix: pass -t {}", tool.display()),
+            ],
+            "another path",
+        );
+        let (code, _, stderr) =
+            rocprof_attach(&["--check", "-p", &pid, "-t", s(other)], &[]).finish();
+        assert_eq!(code, 4, "--check {}: {stderr}", other.display());
+    }
+    // Other services, another filter: named with both values, in a session and in --check.
+    let (code, _, stderr) = rocprof_attach(
+        &[
+            "--check",
+            "-p",
+            &pid,
+            "-t",
+            s(&tool),
+            "--kernel-trace",
+            "--hip-runtime-trace",
+        ],
+        &[],
+    )
+    .finish();
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains("ROCPROF_HIP_RUNTIME_API_TRACE: not set then, '1' now"),
+        "{stderr}"
+    );
+    let mut args = session(&pid, out.path(), &tool);
+    args.extend(["--kernel-include-regex", "gemm"]);
+    let (code, _, stderr) = rocprof_attach(&args, &[]).finish();
+    assert_eq!(code, 4, "{stderr}");
+    one_error(
+        &stderr,
+        &["ROCPROF_KERNEL_FILTER_INCLUDE_REGEX: '.*' then, 'gemm' now"],
+        "another filter",
+    );
+    // The same string and settings: attachable, and a reattach works.
+    let (code, _, stderr) = rocprof_attach(
+        &["--check", "-p", &pid, "-t", s(&tool), "--kernel-trace"],
+        &[],
+    )
+    .finish();
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = rocprof_attach(&session(&pid, out.path(), &tool), &[]).finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_untouched(&t, 2, "reattach refusals");
+}
+
 #[test]
 fn a_requested_format_nothing_produced_is_a_warning_and_exit_12() {
     let t = spawn(TargetOpts::default());
@@ -348,9 +422,10 @@ fn selections_skip_processes_without_a_listener_and_attach_the_rest() {
     );
     assert!(records(&without).is_empty());
 
-    // --check works with the selection, the same way.
+    // --check works with the selection, the same way (with the tool of the first attach, which
+    // a reattach must name again).
     let (code, stdout, stderr) =
-        rocprof_attach(&["--check", "--match", &tag, "--json"], &[]).finish();
+        rocprof_attach(&["--check", "--match", &tag, "--json", "-t", s(&tool)], &[]).finish();
     assert_eq!(code, 0, "{stderr}");
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     assert_eq!(doc["command"], "check");

@@ -28,6 +28,7 @@ import json as _json
 import os
 import re
 import shutil
+import socket
 import signal
 import stat
 import subprocess
@@ -206,84 +207,198 @@ def status_string(status, library=None):
 
 
 # ---------------------------------------------------------------- output files of a session
-# As the command does (crates/attach/src/outputs.rs): a snapshot of the tool's output directory, seen
-# through the target's root (/proc/PID/root, so a target in a container is handled), taken before
-# the attach and compared after the detach; bounded so a huge directory cannot stall main().
+# As the command does (crates/attach/src/templates.rs and outputs.rs): the output path and file
+# name templates are expanded for the target as its tool will expand them (keys whose value
+# cannot be known here match any one path component's worth of text), and only the directories
+# and files those templates can name are looked at, through the target's root (/proc/PID/root,
+# so a target in a container is handled), before the attach and after the detach. Nothing else
+# of the working directory is read.
 _MAX_DEPTH = 8
 _MAX_ENTRIES = 200000
+_DEFAULT_OUTPUT_FILE = "%hostname%/%pid%"
+_RANK_VARIABLES = ("SLURM_PROCID", "MPI_RANK", "MPI_LOCALRANKID", "MPI_RANKID",
+                   "MV2_COMM_WORLD_RANK", "OMPI_COMM_WORLD_RANK")
+# Keys the tool knows whose value cannot be known from outside the target.
+_UNKNOWABLE = ("size", "s", "psize", "argv", "argt", "args", "launch_date", "launch_time")
+_ANY = "\0"
 
 
-def _output_dir(pid):
-    """(directory as the target sees it, directory to scan here) for the tool's output: the part
-    of ``ROCPROF_OUTPUT_PATH`` before its first ``%...%`` token, a relative one (or none: the
-    tool's default) taken from the target's working directory."""
-    raw = os.environ.get("ROCPROF_OUTPUT_PATH", "").strip()
-    parts = []
-    for c in raw.split("/"):
-        if "%" in c:
-            break
-        parts.append(c)
-    static = "/".join(parts)
-    if not os.path.isabs(static or "."):
-        try:
-            cwd = os.readlink("/proc/%d/cwd" % pid)
-        except OSError:
-            cwd = None
-        if cwd is None:
-            return None, None
-        static = os.path.join(cwd, static) if static else cwd
-    target = os.path.normpath(static or "/")
-    via_proc = "/proc/%d/root%s" % (pid, target)
+def _read(path):
     try:
-        os.stat("/proc/%d/root/" % pid)
-        return target, via_proc
+        with open(path, "rb") as f:
+            return f.read()
     except OSError:
-        # /proc/PID/root needs ptrace-level access: our own view (the same mount namespace in the
-        # common case).
-        return target, target
+        return None
 
 
-def _scan(root):
+def _facts(pid):
+    """What the template keys of process ``pid`` expand to (None: not knowable here)."""
+    status = (_read("/proc/%d/status" % pid) or b"").decode(errors="replace")
+    nspid = [l.split()[1:] for l in status.splitlines() if l.startswith("NSpid:")]
+    nspid = nspid[0] if nspid else []
+    nested = len(nspid) != 1
+    stat = (_read("/proc/%d/stat" % pid) or b"").decode(errors="replace")
+    fields = stat[stat.rfind(")") + 1:].split() if ")" in stat else []
+
+    def field(i):
+        return None if nested or len(fields) <= i else fields[i]
+
+    env = {}
+    for entry in (_read("/proc/%d/environ" % pid) or b"").split(b"\0"):
+        k, sep, v = entry.decode(errors="replace").partition("=")
+        if sep:
+            env[k] = v
+    # What the attach sends over it: our ROCP* variables.
+    env.update({k: v for k, v in os.environ.items() if k.startswith("ROCP")})
+    try:
+        cwd = os.readlink("/proc/%d/cwd" % pid)
+        root = os.readlink("/proc/%d/root" % pid)
+        cwd = "/" + os.path.relpath(cwd, root) if root != "/" else cwd
+        cwd = os.path.normpath(cwd)
+    except (OSError, ValueError):
+        cwd = None
+    try:
+        same_uts = os.readlink("/proc/%d/ns/uts" % pid) == os.readlink("/proc/self/ns/uts")
+    except OSError:
+        same_uts = False
+    argv = (_read("/proc/%d/cmdline" % pid) or b"").split(b"\0")
+    rank = next((env[v] for v in _RANK_VARIABLES if v in env), None)
+    values = {
+        "pid": nspid[-1] if nspid else str(pid), "ppid": field(1), "pgid": field(2),
+        "psid": field(3), "hostname": socket.gethostname() if same_uts else None, "cwd": cwd,
+        "job": env.get("SLURM_JOB_ID", "0"), "rank": rank or "0",
+        "nid": env.get("SLURM_PROCID") or rank or (nspid[-1] if nspid else str(pid)),
+        "tag": os.path.basename(argv[0].decode(errors="replace")) if argv and argv[0] else None,
+    }
+    for short, long_ in (("p", "pid"), ("h", "hostname"), ("j", "job"), ("r", "rank")):
+        values[short] = values[long_]
+    return values, env
+
+
+def _key(key, values):
+    """The value of template key ``key``: text, _ANY when unknowable, None when no key."""
+    if key in values:
+        v = values[key]
+        return _ANY if v is None else v
+    if key in _UNKNOWABLE or (key.startswith("arg") and key[3:].isdigit() and len(key) > 3):
+        return _ANY
+    return None
+
+
+def _expand_once(text, values, env):
+    out, i = [], 0
+    while i < len(text):
+        for open_, close in (("%env{", "}%"), ("%ENV{", "}%"), ("$env{", "}"), ("$ENV{", "}")):
+            if text.startswith(open_, i):
+                end = text.find(close, i + len(open_))
+                name = text[i + len(open_):end] if end >= 0 else ""
+                if name and re.match(r"^[A-Z0-9_]+$", name):
+                    v = env.get(name, "").lstrip("\t /")
+                    out.append(re.sub(r"[\t /]", "_", v))
+                    i = end + len(close)
+                    break
+        else:
+            c = text[i]
+            for open_, close in (("%", "%"), ("{", "}")):
+                if c == open_:
+                    end = text.find(close, i + 1)
+                    v = _key(text[i + 1:end], values) if end > i else None
+                    if v is not None:
+                        out.append(v)
+                        i = end + 1
+                        break
+            else:
+                if c == "%" and i + 1 < len(text) and text[i + 1] in "hpjrs":
+                    out.append(_key(text[i + 1], values) if text[i + 1] != "s" else _ANY)
+                    i += 2
+                else:
+                    out.append(c)
+                    i += 1
+    return "".join(out)
+
+
+def _pattern(pid):
+    """(base directory as the target sees it, regexes of the components below it, regex of a
+    whole path the tool writes) for the output template of process ``pid``."""
+    values, env = _facts(pid)
+    path = os.environ.get("ROCPROF_OUTPUT_PATH", "").strip() or "%cwd%"
+    name = os.environ.get("ROCPROF_OUTPUT_FILE_NAME", "").strip() or _DEFAULT_OUTPUT_FILE
+    text = path.rstrip("/") + "/" + name
+    for _ in range(8):
+        nxt = _expand_once(text, values, env)
+        if nxt == text:
+            break
+        text = nxt
+    if not text.startswith("/"):
+        cwd = values["cwd"]
+        text = (cwd.rstrip("/") if cwd else _ANY) + "/" + text
+    head = text.split(_ANY, 1)[0]
+    base = head[:head.rfind("/")] or "/"
+    rest = text[len(base):].lstrip("/")
+
+    def rx(part):
+        return "[^/]*".join(re.escape(x) for x in part.split(_ANY))
+
+    components = [re.compile("^%s$" % rx(c)) for c in rest.split("/") if c]
+    whole = re.compile("^%s(?:$|[_./])" % rx(text))
+    return base, components, whole
+
+
+def _scan(root, base, components, whole):
+    """{path relative to ``root``: (size, mtime)} of the files the template names under ``root``
+    (``base`` as the target sees it): only directories matching the component at their depth
+    are entered; below a name matching the whole template, everything."""
     files = {}
-    count = [0]
+    n = len(components)
 
-    def walk(d, depth):
-        if depth > _MAX_DEPTH or count[0] >= _MAX_ENTRIES:
+    def walk(d, depth, everything):
+        if depth > _MAX_DEPTH or len(files) >= _MAX_ENTRIES:
             return
         try:
             entries = list(os.scandir(d))
         except OSError:
             return
         for e in entries:
-            count[0] += 1
-            if count[0] >= _MAX_ENTRIES:
-                return
+            rel = os.path.relpath(e.path, root)
+            named = everything or (depth + 1 >= n and whole.match(os.path.join(base, rel)))
             try:
                 st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
-                walk(e.path, depth + 1)
-            elif stat.S_ISREG(st.st_mode):
-                files[os.path.relpath(e.path, root)] = (st.st_size, st.st_mtime_ns)
+                if named or (depth + 1 < n and components[depth].match(e.name)):
+                    walk(e.path, depth + 1, bool(named))
+            elif stat.S_ISREG(st.st_mode) and named:
+                files[rel] = (st.st_size, st.st_mtime_ns)
+            if len(files) >= _MAX_ENTRIES:
+                return
 
-    walk(root, 0)
+    walk(root, 0, False)
     return files
 
 
 class _Snapshot(object):
     def __init__(self, pid):
-        self.target, self.scan_root = _output_dir(pid)
-        self.files = _scan(self.scan_root) if self.scan_root else {}
+        self.target, self.components, self.whole = _pattern(pid)
+        via_proc = "/proc/%d/root%s" % (pid, self.target)
+        try:
+            os.stat("/proc/%d/root/" % pid)
+            self.scan_root = via_proc
+        except OSError:
+            # /proc/PID/root needs ptrace-level access: our own view (the same mount namespace in
+            # the common case).
+            self.scan_root = self.target
+        self.files = self._scan(self.scan_root)
+
+    def _scan(self, root):
+        return _scan(root, self.target, self.components, self.whole)
 
     def changes(self):
-        if not self.scan_root:
-            return []
         root = self.scan_root
         if not os.path.isdir(root) and root != self.target and os.path.isdir(self.target):
             # The target exited: its root is gone from /proc; our view is the best left.
             root = self.target
-        now = _scan(root)
+        now = self._scan(root)
         return sorted(os.path.join(self.target, rel) for rel, meta in now.items()
                       if self.files.get(rel) != meta)
 

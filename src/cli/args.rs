@@ -151,6 +151,8 @@ pub enum Action {
         tool_library: Option<String>,
         /// The output directory a session would use (checked as each target's user).
         output_dir: Option<PathBuf>,
+        /// The profiler's environment a session would send (a reattach must keep its settings).
+        env: Box<EnvList>,
     },
     /// `--detach`: finish the sessions left active in these processes.
     Detach {
@@ -572,6 +574,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     let settings = Settings::read(&cli, base_env, duration)?;
 
     let (mut env, output_dir) = profiler_env(&cli.profiler, base_env, cwd, &mut warnings)?;
+    options::check_environment(&env)?;
     if cli.check {
         // Nothing is recorded by a check: what a session would record is not its concern.
         warnings.retain(|w| !w.starts_with("no tracing or counter option"));
@@ -580,6 +583,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
                 selection,
                 tool_library,
                 output_dir: Some(PathBuf::from(output_dir)),
+                env: Box::new(env),
             },
             warnings,
         ));
@@ -599,6 +603,7 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
         parallelism: cli.parallel,
         stopped_wait,
         output_wait,
+        switches: cli.profiler.switches,
         env,
     };
     Ok(done(Action::Attach(Box::new(request)), warnings))

@@ -1,5 +1,6 @@
 //! `--check` and `--list`: show what the preflight and the selection found, change nothing.
 
+use crate::attach::envbuf::EnvList;
 use crate::attach::preflight::{self, describe_libraries, LISTENER_COMM};
 use crate::attach::session::join;
 use crate::attach::targets::{self, ListEntry, Listing, TargetSelection};
@@ -42,6 +43,7 @@ pub fn run_check(
     selection: &TargetSelection,
     tool_library: Option<&str>,
     output_dir: Option<&Path>,
+    env: Option<&EnvList>,
     ui: &Ui,
     as_json: bool,
 ) -> ExitCode {
@@ -64,7 +66,7 @@ pub fn run_check(
     let mut results = Vec::new();
     let mut skipped = Vec::new();
     for pid in pids {
-        let r = check_one(pid, tool_library, output_dir);
+        let r = check_one(pid, tool_library, output_dir, env);
         if !explicit
             && matches!(r, Err(Error::NotAttachable { .. }))
             && procfs::threads_named(pid, LISTENER_COMM).is_ok_and(|t| t.is_empty())
@@ -108,13 +110,20 @@ pub fn run_check(
     worst
 }
 
-/// The preflight of one process and, when it passes, the check of the output directory.
+/// The preflight of one process and, when it passes, the settings a reattach must keep
+/// (`env`, what a session would send) and the check of the output directory.
 fn check_one(
     pid: i32,
     tool_library: Option<&str>,
     output_dir: Option<&Path>,
+    env: Option<&EnvList>,
 ) -> Result<preflight::Report, Error> {
     let r = preflight::check(pid, tool_library)?;
+    if let (None, Some(env)) = (&r.cuda, env) {
+        if crate::attach::reattach::asks_for_settings(env) {
+            crate::attach::reattach::check_settings(pid, env)?;
+        }
+    }
     if let Some(dir) = output_dir {
         preflight::check_output_dir(pid, dir)?;
     }
@@ -229,8 +238,9 @@ pub fn run_list(selection: &TargetSelection, ui: &Ui, verbose: bool, as_json: bo
 }
 
 /// The `--list` table: columns as wide as their widest cell, the command last. ATTACH is "yes"
-/// only when this caller can attach the process (the tool aside: `--check` adds it); -v prints the
-/// full reason under a row that says no.
+/// only when this caller can attach the process, by the preflight `--check` runs (what options
+/// add, such as an output directory or a reattach's settings, aside); -v prints the full reason
+/// under a row that says no.
 fn print_list(entries: &[ListEntry], unreadable: &[(i32, String)], verbose: bool) {
     let mut rows: Vec<[String; 7]> = vec![[
         "PID".into(),

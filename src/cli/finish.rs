@@ -167,7 +167,10 @@ fn finish(
         &|_| {},
     );
     if let Some(f) = out.failures.pop() {
-        // The event showed the error already.
+        // Detach failures are not shown as events (a session's conclusion says them once).
+        if matches!(f.error, Error::DetachFailed { .. }) {
+            ui.error(f.error.to_string());
+        }
         done.code = failed(&mut claim, f.error, ui);
     } else {
         claim.set(State::Claimed);

@@ -119,10 +119,12 @@ where
             selection,
             tool_library,
             output_dir,
+            env,
         } => check::run_check(
             &selection,
             tool_library.as_deref(),
             output_dir.as_deref(),
+            Some(&env),
             &ui,
             inv.json,
         ),

@@ -107,16 +107,11 @@ impl Ui {
             )),
             Event::Planned { .. } => {}
             Event::Warning { message, .. } => self.warn(message),
+            // The session's conclusion says it once, with what was written and the fix.
             Event::Failed {
                 stage: Stage::Detach,
-                message,
-                exited,
                 ..
-            } => {
-                if !exited {
-                    self.error(message);
-                }
-            }
+            } => {}
             Event::Failed { message, hint, .. } => {
                 self.error(message);
                 if let Some(h) = hint {
@@ -128,10 +123,21 @@ impl Ui {
                 listener_tid,
                 attach_ms,
                 stopped_us,
-            } => self.info(format!(
-                "attached to PID {pid} (listener thread {listener_tid}) in {attach_ms:.2} ms; listener stopped {:.0} µs outside the call",
-                stopped_us as f64
-            )),
+                cuda_loaded_now,
+            } => self.info(match cuda_loaded_now {
+                None => format!(
+                    "attached to PID {pid} (listener thread {listener_tid}) in {attach_ms:.2} ms; listener stopped {:.0} µs outside the call",
+                    stopped_us as f64
+                ),
+                Some(true) => format!(
+                    "attached to PID {pid} through CUPTI in {attach_ms:.2} ms: thread {listener_tid} started the tool thread ({}), stopped {stopped_us} µs outside the call",
+                    crate::attach::cuda::TOOL_COMM
+                ),
+                Some(false) => format!(
+                    "attached to PID {pid} through CUPTI in {attach_ms:.2} ms: its tool thread {listener_tid} ({}) was loaded by an earlier session (no ptrace)",
+                    crate::attach::cuda::TOOL_COMM
+                ),
+            }),
             Event::AttachedAll { pids } => self.info(format!(
                 "attached to {} process{}: {}",
                 pids.len(),
@@ -250,6 +256,7 @@ impl Ui {
     pub fn messages(&self, report: &SessionReport) {
         for m in &report.messages {
             match m.severity {
+                Severity::Note => self.info(&m.text),
                 Severity::Warning => self.warn(&m.text),
                 Severity::Error => self.error(&m.text),
             }
@@ -258,7 +265,12 @@ impl Ui {
             && report.exit_code != ExitCode::Success
             && !self.error_shown.load(Ordering::Relaxed)
         {
-            match report.messages.last() {
+            match report
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m.severity != Severity::Note)
+            {
                 Some(m) => self.error(&m.text),
                 None => self.error(format!(
                     "the session ended with exit code {} ({}); run without -q for details",

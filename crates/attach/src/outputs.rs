@@ -36,9 +36,9 @@ pub struct Snapshot {
     /// directory, or `/proc/PID/root` was refused from the start.
     own_view: bool,
     /// The expanded template: its path components below `target_root`, and the whole of it.
-    components: Vec<regex::Regex>,
+    components: Vec<crate::templates::Glob>,
     open_dir: bool,
-    whole: regex::Regex,
+    whole: crate::templates::Glob,
     /// Files by path relative to the scanned root.
     files: HashMap<PathBuf, (u64, Option<SystemTime>)>,
 }

@@ -24,7 +24,7 @@ use rocprof_engine::procfs::{self, Mapping};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The function a tool library exports to take part in attach (docs/protocol.md section 4:
 /// looked up next to `rocprofiler_configure` in each tool library).
@@ -61,20 +61,37 @@ pub(crate) fn check_reattach(
     choice: &ToolChoice,
     given: Option<&[Mapping]>,
 ) -> Result<()> {
-    let entries: Vec<&str> = choice.string.split(':').map(str::trim).collect();
-    if entries.is_empty() || entries.iter().any(|e| !e.starts_with('/')) {
-        // Names resolved by the target's loader cannot be compared here.
-        return Ok(());
-    }
     let maps = match maps_of(pid, given) {
         Ok(m) => m,
         Err(rocprof_engine::Error::ProcessGone { pid }) => return Err(Error::ProcessGone { pid }),
         Err(_) => return Ok(()),
     };
     let mapped = loaded_tools(pid, &maps);
+    remember_loaded(pid, !mapped.is_empty());
     let Some(first) = mapped.first() else {
         return Ok(());
     };
+    // The exact string of the earlier attach, where the target still has it.
+    if let Some(sent) = earlier_tool_string(pid, &maps, &mapped) {
+        if sent == choice.string {
+            return Ok(());
+        }
+        return Err(Error::NotAttachable {
+            pid,
+            reason: format!(
+                "it already loaded the tool library {} in an earlier attach, sent as '{sent}', and \
+                 rocprofiler-register accepts a reattach only with that exact string (status 8), but this \
+                 session would send '{}' (another path to the same file is another string). Fix: pass -t {sent}",
+                first.path.as_deref().unwrap_or("?"),
+                choice.string
+            ),
+        });
+    }
+    let entries: Vec<&str> = choice.string.split(':').map(str::trim).collect();
+    if entries.is_empty() || entries.iter().any(|e| !e.starts_with('/')) {
+        // Names resolved by the target's loader cannot be compared here.
+        return Ok(());
+    }
     let same = |entry: &str| {
         let Ok(Some(resolved)) = procfs::resolve_in_root(pid, Path::new(entry)) else {
             return false;
@@ -99,6 +116,190 @@ pub(crate) fn check_reattach(
             choice.string
         ),
     })
+}
+
+/// The variable every attach buffer of ours (and rocprofv3's) carries the tool string in.
+const TOOL_VARIABLE: &str = "ROCPROF_ATTACH_TOOL_LIBRARY";
+
+/// The tool string the earlier attach sent, read from the target's live environment
+/// (rocprofiler-register applies the attach buffer with `setenv` and keeps it when the attach
+/// succeeds; our buffers and rocprofv3's carry [`TOOL_VARIABLE`]), when it names one of the
+/// `mapped` tools: by the same file in the target's root, or for a bare name by file name. A value
+/// left from the target's start that names another file is not that string.
+fn earlier_tool_string(pid: i32, maps: &[Mapping], mapped: &[&Mapping]) -> Option<String> {
+    let live = live_settings(pid, Some(maps))?;
+    let (_, sent) = live.iter().rev().find(|(n, _)| n == TOOL_VARIABLE)?.clone();
+    let names_a_mapped_tool = |entry: &str| {
+        if !entry.starts_with('/') {
+            return mapped.iter().any(|m| {
+                m.path
+                    .as_deref()
+                    .and_then(|p| p.rsplit('/').next())
+                    .is_some_and(|b| b == entry)
+            });
+        }
+        let Ok(Some(resolved)) = procfs::resolve_in_root(pid, Path::new(entry)) else {
+            return false;
+        };
+        let meta = std::fs::metadata(procfs::in_root(pid, &resolved));
+        mapped.iter().any(|m| {
+            m.path.as_deref().map(Path::new) == Some(resolved.as_path())
+                || meta.as_ref().is_ok_and(|meta| same_file(meta, m))
+        })
+    };
+    sent.split(':')
+        .map(str::trim)
+        .any(names_a_mapped_tool)
+        .then_some(sent)
+}
+
+/// Whether a variable is one a reattach must send as the first attach did: what is traced or
+/// counted and how kernels are filtered (rocprofiler-sdk refuses a reattach asking for other
+/// services with status 6; rocprofv3's launcher compares the same options).
+pub fn fixed_on_reattach(name: &str) -> bool {
+    const FIXED: [&str; 9] = [
+        "ROCPROF_COUNTERS",
+        "ROCPROF_COUNTER_COLLECTION",
+        "ROCPROF_COUNTER_GROUPS",
+        "ROCPROF_EXTRA_COUNTERS_CONTENTS",
+        "ROCPROF_OUTPUT_CONFIG_FILE",
+        "ROCPROF_OMPT_TRACE_OPERATIONS",
+        "ROCPROF_KERNEL_FILTER_INCLUDE_REGEX",
+        "ROCPROF_KERNEL_FILTER_EXCLUDE_REGEX",
+        "ROCPROF_KERNEL_FILTER_RANGE",
+    ];
+    name.starts_with("ROCPROF_")
+        && (name.ends_with("_TRACE")
+            || name.starts_with("ROCPROF_PC_SAMPLING_")
+            || name.starts_with("ROCPROF_ATT_")
+            || FIXED.contains(&name))
+}
+
+/// Whether `env` asks for any setting of [`fixed_on_reattach`] other than its "not asked for"
+/// value ([`crate::options::defaults::DEFAULTS`]): a `--check` given no tracing or counter option
+/// asks about no particular session, so it has no settings to compare.
+pub fn asks_for_settings(env: &crate::envbuf::EnvList) -> bool {
+    env.iter().any(|(n, v)| {
+        let default = crate::options::defaults::DEFAULTS
+            .iter()
+            .find(|(d, _)| *d == n)
+            .map(|(_, d)| *d);
+        fixed_on_reattach(n)
+            && !v.trim().is_empty()
+            && crate::options::parse_bool(v) != Ok(false)
+            && Some(v) != default
+    })
+}
+
+/// A reattach asks for what the earlier attach asked for: the settings of
+/// [`fixed_on_reattach`] that `env` (what this session sends) gives other values than the
+/// target's live environment holds from the earlier attach are refused before any ptrace, each
+/// named with both values. Nothing is read when no tool is loaded (a first attach).
+/// The preflight of this run already saw that it loaded none ([`check_reattach`]).
+pub fn check_settings(pid: i32, env: &crate::envbuf::EnvList) -> Result<()> {
+    let live = match loaded_before(pid) {
+        Some(false) => return Ok(()),
+        // The preflight found a tool loaded and read the live environment then.
+        Some(true) => live_settings(pid, None),
+        None => match procfs::maps(pid) {
+            Ok(maps) if !loaded_tools(pid, &maps).is_empty() => live_settings(pid, Some(&maps)),
+            _ => return Ok(()),
+        },
+    };
+    let Some(live) = live else {
+        return Ok(());
+    };
+    let norm = |v: Option<&str>| match v.map(str::trim) {
+        None | Some("") => String::new(),
+        Some(v) => match crate::options::parse_bool(v) {
+            Ok(true) => "1".into(),
+            Ok(false) => String::new(),
+            Err(_) => v.to_string(),
+        },
+    };
+    // The last value of each setting the earlier attach left (a later `setenv` replaces).
+    let mut then: HashMap<&str, &str> = HashMap::new();
+    for (n, v) in live.iter().filter(|(n, _)| fixed_on_reattach(n)) {
+        then.insert(n.as_str(), v.as_str());
+    }
+    let now: HashMap<&str, &str> = env.iter().filter(|(n, _)| fixed_on_reattach(n)).collect();
+    let mut names: Vec<&str> = then.keys().chain(now.keys()).copied().collect();
+    names.sort_unstable();
+    names.dedup();
+    let show = |v: &str| {
+        if v.is_empty() {
+            "not set".to_string()
+        } else {
+            format!("'{v}'")
+        }
+    };
+    let differ: Vec<String> = names
+        .into_iter()
+        .filter_map(|n| {
+            let (was, is) = (then.get(n).copied(), now.get(n).copied());
+            if was.map(str::trim) == is.map(str::trim) {
+                return None;
+            }
+            let (was, is) = (norm(was), norm(is));
+            (was != is).then(|| format!("{n}: {} then, {} now", show(&was), show(&is)))
+        })
+        .collect();
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(Error::NotAttachable {
+        pid,
+        reason: format!(
+            "an earlier attach loaded the profiler with other services or filters, and rocprofiler-sdk refuses \
+             a reattach that changes them (status 6): {}. Fix: use the options of the first attach, or restart \
+             the target to profile it with these",
+            differ.join("; ")
+        ),
+    })
+}
+
+/// The `ROCPROF_*` variables of `pid`'s live environment, read once per run (the tool string and
+/// the settings checks of one preflight share it).
+fn live_settings(pid: i32, maps: Option<&[Mapping]>) -> Option<Arc<Vec<(String, String)>>> {
+    type Cache = Mutex<Option<HashMap<i32, Option<Arc<Vec<(String, String)>>>>>>;
+    static LIVE: Cache = Mutex::new(None);
+    let lock = || LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hit) = lock().as_ref().and_then(|m| m.get(&pid).cloned()) {
+        return hit;
+    }
+    let read = |maps: &[Mapping]| {
+        rocprof_engine::live_env::read(pid, maps, &["ROCPROF_"])
+            .ok()
+            .map(Arc::new)
+    };
+    let live = match maps {
+        Some(maps) => read(maps),
+        None => procfs::maps(pid).ok().and_then(|maps| read(&maps)),
+    };
+    lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(pid, live.clone());
+    live
+}
+
+/// Whether each process checked by [`check_reattach`] in this run had a tool loaded, so that
+/// [`check_settings`] reads nothing more for a first attach.
+static LOADED: Mutex<Option<HashMap<i32, bool>>> = Mutex::new(None);
+
+fn remember_loaded(pid: i32, loaded: bool) {
+    LOADED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(pid, loaded);
+}
+
+fn loaded_before(pid: i32) -> Option<bool> {
+    LOADED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&pid).copied())
 }
 
 /// The tool libraries `pid` has mapped, one mapping per file, in maps order: objects exporting

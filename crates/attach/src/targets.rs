@@ -81,7 +81,7 @@ pub struct ListEntry {
     pub job: Option<String>,
     /// Process state letter (R, S, D, T, t, ...).
     pub state: char,
-    /// Why this caller cannot attach it (tool aside: `--check` adds the tool), or None.
+    /// Why this caller cannot attach it (the preflight `--check` runs, without options), or None.
     pub refusal: Option<Refusal>,
     /// Maps the CUDA driver (`libcuda.so.1`).
     pub cuda: bool,
@@ -98,7 +98,12 @@ pub struct Refusal {
     pub reason: String,
 }
 
-fn refusal(pid: i32, status: Option<&procfs::Status>, e: &ListEntry) -> Option<Refusal> {
+fn refusal(
+    pid: i32,
+    status: Option<&procfs::Status>,
+    e: &ListEntry,
+    checks: &crate::toolpath::ToolChecks,
+) -> Option<Refusal> {
     let listener = e.listener;
     if let Some(reason) = crate::preflight::ptrace_refusal(pid) {
         return Some(Refusal {
@@ -106,11 +111,9 @@ fn refusal(pid: i32, status: Option<&procfs::Status>, e: &ListEntry) -> Option<R
             reason,
         });
     }
-    let e = if e.backend.0 == crate::cuda::Backend::Cuda {
-        crate::preflight::check(pid, None).err()?
-    } else {
-        crate::preflight::check_attachable(pid).err()?
-    };
+    // The preflight `--check` runs (tool choice and an earlier attach's tool included), so the
+    // two never disagree.
+    let e = crate::preflight::check_with(pid, None, Some(checks)).err()?;
     let short = match e.exit_code() {
         rocprof_exit::ExitCode::PermissionDenied => "permission",
         rocprof_exit::ExitCode::NoSuchProcess => "exited",
@@ -311,12 +314,13 @@ fn row(pid: i32, listener: bool, maps: &[procfs::Mapping]) -> ListEntry {
 
 /// Add to each row whether this caller can attach it (read-only checks, no tool).
 fn with_verdicts(mut listing: Listing) -> Listing {
+    let checks = crate::toolpath::ToolChecks::default();
     for e in &mut listing.entries {
         let status = procfs::status(e.pid).ok();
         if let Some(s) = &status {
             e.state = s.state;
         }
-        e.refusal = refusal(e.pid, status.as_ref(), e);
+        e.refusal = refusal(e.pid, status.as_ref(), e, &checks);
     }
     listing
 }

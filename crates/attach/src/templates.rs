@@ -63,14 +63,20 @@ impl Facts {
                 .parse()
                 .ok()
         };
-        let mut env = match environ {
-            Some(e) => e.to_vec(),
-            None => procfs::environ(pid).unwrap_or_default(),
+        // The target's variables that the attach does not replace, then what it sends: one
+        // pass, not one per variable sent (a session sends every option's variable).
+        let replaced: std::collections::HashSet<&str> =
+            sent.iter().map(|(k, _)| k.as_str()).collect();
+        let keep = |(k, _): &&(String, String)| !replaced.contains(k.as_str());
+        let mut env: Vec<(String, String)> = match environ {
+            Some(e) => e.iter().filter(keep).cloned().collect(),
+            None => procfs::environ(pid)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| keep(&p))
+                .collect(),
         };
-        for (k, v) in sent {
-            env.retain(|(n, _)| n != k);
-            env.push((k.clone(), v.clone()));
-        }
+        env.extend(sent.iter().cloned());
         Facts {
             pid: own_pid.or_else(|| status.as_ref().and_then(|s| s.ns_pid.last().copied())),
             ppid: if nested { None } else { field(1) },
@@ -271,30 +277,22 @@ impl Pattern {
         }
     }
 
-    /// The pattern as a regular expression matching the paths the tool writes under it:
-    /// `<prefix>` followed by the end, `_`, `.` or `/` (or anything when it ends with `/`).
-    pub fn regex(&self) -> regex::Regex {
-        let mut re = String::from("^");
-        for p in &self.0 {
-            match p {
-                Piece::Text(t) => re.push_str(&regex::escape(t)),
-                Piece::Any => re.push_str("[^/]*"),
-            }
-        }
+    /// The pattern as a [`Glob`] matching the paths the tool writes under it: `<prefix>` followed
+    /// by the end, `_`, `.` or `/` (or anything when it ends with `/`).
+    pub fn regex(&self) -> Glob {
         let open_dir = matches!(self.0.last(), Some(Piece::Text(t)) if t.ends_with('/'));
-        if !open_dir {
-            re.push_str("(?:$|[_./])");
+        Glob {
+            pieces: self.0.clone(),
+            tail: if open_dir { Tail::Any } else { Tail::Separator },
         }
-        regex::Regex::new(&re).expect("escaped pattern")
     }
 
-    /// Regular expressions for the path components below [`Pattern::base_dir`], one per
-    /// component of the pattern's remaining text, each matching a whole component, and whether
-    /// the last one names a file prefix (a file or directory whose name starts with it).
-    pub fn components(&self) -> Vec<regex::Regex> {
+    /// [`Glob`]s for the path components below [`Pattern::base_dir`], one per component of the
+    /// pattern's remaining text, each matching a whole component.
+    pub fn components(&self) -> Vec<Glob> {
         let base = self.base_dir().to_string_lossy().into_owned();
         // The pieces as (text or wildcard), the base directory dropped from the front.
-        let mut comps: Vec<String> = vec![String::new()];
+        let mut comps: Vec<Vec<Piece>> = vec![Vec::new()];
         let mut skip = match self.0.first() {
             Some(Piece::Text(t)) if t.starts_with(&base) => base.len(),
             _ => 0,
@@ -311,22 +309,93 @@ impl Pattern {
                     };
                     for (i, part) in t.split('/').enumerate() {
                         if i > 0 {
-                            comps.push(String::new());
+                            comps.push(Vec::new());
                         }
-                        comps
-                            .last_mut()
-                            .expect("one")
-                            .push_str(&regex::escape(part));
+                        if !part.is_empty() {
+                            comps
+                                .last_mut()
+                                .expect("one")
+                                .push(Piece::Text(part.to_string()));
+                        }
                     }
                 }
-                Piece::Any => comps.last_mut().expect("one").push_str("[^/]*"),
+                Piece::Any => comps.last_mut().expect("one").push(Piece::Any),
             }
         }
         comps
             .into_iter()
             .filter(|c| !c.is_empty())
-            .map(|c| regex::Regex::new(&format!("^{c}$")).expect("escaped component"))
+            .map(|pieces| Glob {
+                pieces,
+                tail: Tail::End,
+            })
             .collect()
+    }
+}
+
+/// What may follow the pieces of a [`Glob`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tail {
+    /// Nothing: the whole text is matched.
+    End,
+    /// The end, or `_`, `.` or `/` and then anything (a file prefix: `<prefix>_results.db`).
+    Separator,
+    /// Anything.
+    Any,
+}
+
+/// Text and wildcards (each matching any run of characters without `/`) matched from the start
+/// of a path, without compiling a regular expression: what the output snapshot compares every
+/// name it sees with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob {
+    pieces: Vec<Piece>,
+    tail: Tail,
+}
+
+impl Glob {
+    /// Whether `text` matches (from its start).
+    pub fn is_match(&self, text: &str) -> bool {
+        self.matches_from(0, text)
+    }
+
+    fn matches_from(&self, piece: usize, rest: &str) -> bool {
+        match self.pieces.get(piece) {
+            None => match self.tail {
+                Tail::End => rest.is_empty(),
+                Tail::Separator => rest.is_empty() || rest.starts_with(['_', '.', '/']),
+                Tail::Any => true,
+            },
+            Some(Piece::Text(t)) => rest
+                .strip_prefix(t.as_str())
+                .is_some_and(|r| self.matches_from(piece + 1, r)),
+            Some(Piece::Any) => {
+                // Any run of characters up to the component's end: each place it may end.
+                let component = rest.find('/').unwrap_or(rest.len());
+                rest[..component]
+                    .char_indices()
+                    .map(|(i, _)| i)
+                    .chain(std::iter::once(component))
+                    .any(|i| self.matches_from(piece + 1, &rest[i..]))
+            }
+        }
+    }
+
+    /// The pattern as a regular expression's text (for keys and messages).
+    pub fn as_str(&self) -> String {
+        let mut re = String::from("^");
+        for p in &self.pieces {
+            match p {
+                Piece::Text(t) => re.push_str(&regex::escape(t)),
+                Piece::Any => re.push_str("[^/]*"),
+            }
+        }
+        re.push_str(match self.tail {
+            Tail::End => "$",
+            Tail::Separator => "(?:$|[_./])",
+            Tail::Any => "",
+        });
+        re
     }
 }
 
@@ -373,6 +442,14 @@ mod tests {
         assert!(!p.regex().is_match("/o/x/y/42_results.db"));
         assert!(!p.regex().is_match("/o/x/420_results.db"));
         assert_eq!(p.components().len(), 2);
+        assert!(p.components()[0].is_match("2026-01-01_10.00"));
+        assert!(!p.components()[0].is_match("a/b"));
+        assert!(p.components()[1].is_match("42"));
+        assert!(!p.components()[1].is_match("420"));
+        assert_eq!(p.regex().as_str(), "^/o/[^/]*/42(?:$|[_./])");
+        let open = expand("/o/%launch_time%_x/", &f).regex();
+        assert!(open.is_match("/o/t_x/anything/below"));
+        assert!(!open.is_match("/o/t_y/anything"));
     }
 
     #[test]

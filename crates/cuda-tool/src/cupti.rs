@@ -143,7 +143,9 @@ pub fn mapped(prefix: &str) -> Vec<PathBuf> {
     out
 }
 
-/// The places libcupti is looked for, in order (after the mapped one).
+/// The places libcupti is looked for, in order (after the mapped one). The front end's preflight
+/// looks in the same places (`rocprof_attach_core::cuda::preflight::cupti_candidates`): keep the
+/// two in step.
 pub fn candidates(override_path: Option<&Path>) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = Vec::new();
     if let Some(p) = override_path {

@@ -6,6 +6,7 @@
 //! * [`elf`]: finding symbols of a library mapped in the target;
 //! * [`ptrace`]: one traced thread; [`memory`]: remote reads and writes; [`arch`]: register
 //!   frames and stubs per CPU;
+//! * [`live_env`]: the environment a process has now (what `setenv` changed);
 //! * [`inject`]: remote syscalls and calls with one stop per sequence;
 //! * [`agent`]: runs an injection sequence in a short-lived child so our death never harms the
 //!   target;
@@ -27,6 +28,7 @@ pub mod elf;
 pub mod error;
 pub mod faults;
 pub mod inject;
+pub mod live_env;
 pub mod memory;
 pub mod procfs;
 pub mod ptrace;

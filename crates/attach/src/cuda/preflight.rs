@@ -79,6 +79,86 @@ pub struct Facts {
     pub parked: Vec<Parked>,
     /// Where to call, when the tool must be loaded.
     pub functions: Option<Functions>,
+    /// When no libcupti is mapped: the one the tool will load, the first of its candidates that
+    /// exists in the target's file system ([`cupti_candidates`]).
+    pub cupti_found: Option<String>,
+}
+
+/// The CUPTI libraries the tool looks for when the process maps none, in its order
+/// (crates/cuda-tool/src/cupti.rs, `candidates`): `ROCPROF_ATTACH_CUPTI`, beside each mapped
+/// libcudart and in the `cuda_cupti` wheel next to it, in the nvidia Python packages mapped, then
+/// the CUDA toolkit under /usr/local/cuda. Paths as the target sees them.
+pub fn cupti_candidates(maps: &[Mapping], override_path: Option<&str>) -> Vec<PathBuf> {
+    let names = ["libcupti.so.13", "libcupti.so.12", "libcupti.so"];
+    let mut v: Vec<PathBuf> = override_path.map(PathBuf::from).into_iter().collect();
+    let mut seen: Vec<&str> = Vec::new();
+    for path in maps.iter().filter_map(|m| m.path.as_deref()) {
+        if seen.contains(&path) {
+            continue;
+        }
+        seen.push(path);
+        if file_name(path).starts_with("libcudart.so") {
+            let dir = Path::new(path).parent().unwrap_or(Path::new("/"));
+            v.extend(names.iter().map(|n| dir.join(n)));
+            v.extend(
+                names
+                    .iter()
+                    .map(|n| dir.join("../../cuda_cupti/lib").join(n)),
+            );
+        }
+    }
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for path in seen {
+        if let Some(i) = path.find("/site-packages/nvidia/") {
+            let root = PathBuf::from(&path[..i + "/site-packages/nvidia".len()]);
+            if !roots.contains(&root) {
+                roots.push(root);
+            }
+        }
+    }
+    for r in roots {
+        v.push(r.join("cu13/lib/libcupti.so.13"));
+        v.push(r.join("cuda_cupti/lib/libcupti.so.12"));
+    }
+    for dir in [
+        "/usr/local/cuda/lib64",
+        "/usr/local/cuda/targets/x86_64-linux/lib",
+        "/usr/local/cuda/extras/CUPTI/lib64",
+    ] {
+        v.extend(names.iter().map(|n| Path::new(dir).join(n)));
+    }
+    v
+}
+
+/// The libcupti the tool would load into `pid`, which maps none: the first of
+/// [`cupti_candidates`] that is a file in its root, or the refusal with where it looked and the
+/// fix.
+fn find_cupti(pid: i32, maps: &[Mapping]) -> Result<String> {
+    let override_path = std::env::var("ROCPROF_ATTACH_CUPTI").ok();
+    let candidates = cupti_candidates(maps, override_path.as_deref().filter(|p| !p.is_empty()));
+    if let Some(found) = candidates
+        .iter()
+        .find(|c| procfs::in_root(pid, c).is_file())
+    {
+        return Ok(found.display().to_string());
+    }
+    Err(Error::NotAttachable {
+        pid,
+        reason: format!(
+            "it maps no libcupti and none is where our tool looks for one in its file system ({} places: \
+             {}{}), so the tool could not trace it; nothing was touched. Fix: install CUPTI where the process \
+             can open it (the CUDA toolkit's extras/CUPTI, or `pip install nvidia-cuda-cupti-cu12` in its \
+             Python environment) and pass its path with ROCPROF_ATTACH_CUPTI=/path/to/libcupti.so",
+            candidates.len(),
+            candidates
+                .iter()
+                .take(4)
+                .map(|c| c.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if candidates.len() > 4 { ", ..." } else { "" }
+        ),
+    })
 }
 
 /// Examine CUDA process `pid` (its maps read already). Refuses, with the reason and the fix, a
@@ -109,9 +189,13 @@ pub fn check(pid: i32, maps: &[Mapping]) -> Result<Facts> {
         loaded,
         parked: Vec::new(),
         functions: None,
+        cupti_found: None,
     };
     if loaded.is_some() {
         return Ok(facts);
+    }
+    if facts.cupti.is_none() {
+        facts.cupti_found = Some(find_cupti(pid, maps)?);
     }
     facts.parked = parked_soon(pid)?;
     if facts.parked.is_empty() {

@@ -33,10 +33,12 @@ use std::path::Path;
 mod apply;
 mod args;
 pub mod defaults;
+mod ecmascript;
 mod hardware;
 mod switch_table;
 pub mod switches;
 mod validate;
+pub use validate::check_environment;
 
 pub use args::{ProfilerOptions, ValueOptions};
 pub use switches::{Switch, Switches};

@@ -2,87 +2,23 @@
 //! reads them only inside the target, where a bad one aborts the process (`ROCP_FATAL`, an
 //! uncaught `std::regex_error` or `std::stoul` exception) or is silently ignored.
 
+use super::switches::Effect;
 use super::*;
 
-/// Check a kernel name filter the tool compiles with `std::regex` (ECMAScript grammar).
-///
-/// Anything Rust's `regex` accepts is accepted. Otherwise only errors that are errors in the
-/// ECMAScript grammar too are refused (unbalanced parentheses, an unterminated `[...]`, a
-/// quantifier with nothing to repeat, a trailing backslash), so ECMAScript-only features such
-/// as look-ahead or back-references still pass.
+/// Check a kernel name filter the tool compiles with C++ `std::regex` in its ECMAScript grammar:
+/// a pattern that grammar rejects is refused with why ([`super::ecmascript::error`]), whatever
+/// other dialects accept (look-behind, `(?i)`, named groups), and one it accepts passes (look-ahead,
+/// back-references), since the target would otherwise throw `std::regex_error`.
 pub fn check_regex(option: &str, pattern: &str) -> Result<()> {
-    if regex::Regex::new(pattern).is_ok() {
-        return Ok(());
-    }
-    let Some(problem) = ecmascript_error(pattern) else {
+    let Some(problem) = super::ecmascript::error(pattern) else {
         return Ok(());
     };
     Err(Error::usage(format!(
-        "{option} '{pattern}' is not a valid regular expression: {problem}. Rule: an ECMAScript regular \
-         expression matched against kernel names, e.g. '^gemm_.*' or 'kernelA|kernelB' (escape a literal \
-         parenthesis or bracket as \\( or \\[)"
+        "{option} '{pattern}' is not a valid regular expression in the ECMAScript grammar the tool compiles it \
+         with (C++ std::regex): {problem}. Rule: an ECMAScript regular expression matched against kernel \
+         names, e.g. '^gemm_.*' or 'kernelA|kernelB' (escape a literal parenthesis, bracket or brace as \\(, \\[ \
+         or \\{{)"
     )))
-}
-
-fn ecmascript_error(pattern: &str) -> Option<String> {
-    let mut open: Vec<usize> = Vec::new();
-    // Whether the previous token can be repeated.
-    let mut atom = false;
-    let mut chars = pattern.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '\\' => {
-                if chars.next().is_none() {
-                    return Some("it ends with a lone backslash".into());
-                }
-                atom = true;
-            }
-            '[' => {
-                chars.next_if(|&(_, c)| c == '^');
-                let mut closed = false;
-                while let Some((_, c)) = chars.next() {
-                    match c {
-                        '\\' => {
-                            chars.next();
-                        }
-                        ']' => {
-                            closed = true;
-                            break;
-                        }
-                        _ => {}
-                    }
-                }
-                if !closed {
-                    return Some(format!("the '[' at offset {i} is never closed by ']'"));
-                }
-                atom = true;
-            }
-            '(' => {
-                open.push(i);
-                // (?:, (?=, (?! are group syntax, not a quantifier.
-                chars.next_if(|&(_, c)| c == '?');
-                atom = false;
-            }
-            ')' => {
-                if open.pop().is_none() {
-                    return Some(format!("the ')' at offset {i} has no matching '('"));
-                }
-                atom = true;
-            }
-            '|' | '^' => atom = false,
-            '*' | '+' | '?' => {
-                if !atom {
-                    return Some(format!("the '{c}' at offset {i} has nothing to repeat"));
-                }
-                // A lazy '?' after a quantifier is fine; a second quantifier is not.
-                chars.next_if(|&(_, n)| n == '?');
-                atom = false;
-            }
-            _ => atom = true,
-        }
-    }
-    open.last()
-        .map(|i| format!("the '(' at offset {i} is never closed by ')'"))
 }
 
 /// Check `--kernel-iteration-range` values the way the tool parses `ROCPROF_KERNEL_FILTER_RANGE`:
@@ -136,6 +72,55 @@ pub fn check_pmc(groups: &[Vec<String>]) -> Result<()> {
     Ok(())
 }
 
+/// Check the values of the environment variables a session reads or sends that have a fixed
+/// form, so a bad one is a usage error (exit 2) naming the variable and its rule, before any
+/// target is looked at: the boolean `ROCPROF_*` variables of the switches, `ROCPROF_ATTACH_BACKEND`
+/// and the CUDA tool's `ROCPROF_ATTACH_BUFFER_BYTES` and `ROCPROF_ATTACH_CUDA_DRIVER_API` (which
+/// the tool would refuse only once loaded into the target).
+pub fn check_environment(env: &EnvList) -> Result<()> {
+    let set = |var: &str| env.get(var).map(str::trim).filter(|v| !v.is_empty());
+    let bad = |var: &str, value: &str, rule: &str| {
+        Err(Error::usage(format!(
+            "{var}='{value}' in the environment: {rule}; fix or unset it"
+        )))
+    };
+    let boolean = "not a boolean: use one of y, yes, t, true, on, 1 or n, no, f, false, off, 0";
+    for s in Switch::ALL {
+        let var = match s.def().effect {
+            Effect::Trace(v) | Effect::Bool(v) | Effect::Negated(v) => v,
+            Effect::Set(v, "1" | "0") => v,
+            _ => continue,
+        };
+        if let Some(v) = set(var).filter(|v| parse_bool(v).is_err()) {
+            return bad(var, v, boolean);
+        }
+    }
+    if let Some(v) = set("ROCPROF_ATTACH_CUDA_DRIVER_API").filter(|v| parse_bool(v).is_err()) {
+        return bad("ROCPROF_ATTACH_CUDA_DRIVER_API", v, boolean);
+    }
+    if let Some(v) = set(crate::preflight::backend::BACKEND_ENV)
+        .filter(|v| !matches!(*v, "auto" | "rocm" | "cuda"))
+    {
+        return bad(
+            crate::preflight::backend::BACKEND_ENV,
+            v,
+            "not a backend: use auto, rocm or cuda",
+        );
+    }
+    if let Some(v) = set("ROCPROF_ATTACH_BUFFER_BYTES").filter(|v| {
+        !v.parse::<u64>()
+            .is_ok_and(|n| (64 << 10..=256 << 20).contains(&n))
+    }) {
+        return bad(
+            "ROCPROF_ATTACH_BUFFER_BYTES",
+            v,
+            "the size of the CUDA tool's CUPTI buffers is a byte count from 65536 to 268435456 (default \
+             8388608, 8 MiB)",
+        );
+    }
+    Ok(())
+}
+
 impl ProfilerOptions {
     /// Every value check of this module that applies to these options.
     pub(super) fn validate_values(&self) -> Result<()> {
@@ -176,6 +161,31 @@ mod tests {
         for bad in ["(", "a)", "[abc", "*a", "a|+", "a\\", "(?:a"] {
             let e = check_regex("--r", bad).unwrap_err().to_string();
             assert!(e.contains("Rule:"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn environment_values() {
+        let env = |k: &str, v: &str| EnvList::from_pairs([(k, v)]);
+        for (k, v) in [
+            ("ROCPROF_KERNEL_TRACE", "1"),
+            ("ROCPROF_ATTACH_BUFFER_BYTES", "65536"),
+            ("ROCPROF_ATTACH_BACKEND", "cuda"),
+            ("ROCPROF_ATTACH_CUDA_DRIVER_API", "yes"),
+            ("ROCPROF_KERNEL_TRACE", ""),
+        ] {
+            assert!(check_environment(&env(k, v)).is_ok(), "{k}={v}");
+        }
+        for (k, v) in [
+            ("ROCPROF_KERNEL_TRACE", "maybe"),
+            ("ROCPROF_ATTACH_BUFFER_BYTES", "abc"),
+            ("ROCPROF_ATTACH_BUFFER_BYTES", "1024"),
+            ("ROCPROF_ATTACH_BACKEND", "xyz"),
+            ("ROCPROF_ATTACH_CUDA_DRIVER_API", "maybe"),
+        ] {
+            let e = check_environment(&env(k, v)).unwrap_err();
+            assert_eq!(e.exit_code(), rocprof_exit::ExitCode::Usage, "{k}={v}");
+            assert!(e.to_string().contains(k), "{e}");
         }
     }
 

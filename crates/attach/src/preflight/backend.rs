@@ -1,8 +1,8 @@
 //! Which profiler a process gets (`--backend`, `ROCPROF_ATTACH_BACKEND`) and the preflight of a
 //! CUDA process ([`crate::cuda::preflight`]) as a [`Report`].
 
+use super::TOOL_NOTE;
 use super::{check_process, check_tracer, command_line, not_attachable, root_id, Report};
-use super::{LISTENER_COMM, TOOL_NOTE};
 use crate::cuda::{self, Backend};
 use crate::error::Result;
 use crate::toolpath::{ToolChoice, ToolSource};
@@ -37,12 +37,14 @@ pub fn asked_backend() -> Backend {
 
 /// The preflight of a process that gets the CUDA backend; None for one that gets ROCm (its
 /// preflight is the usual one, which explains a missing listener).
-pub fn check_cuda(pid: i32) -> Result<Option<Report>> {
+/// `listeners`: the process's `rocp-bg-attach` threads, read once by the caller (its ROCm
+/// preflight uses them too).
+pub fn check_cuda(pid: i32, listeners: Option<&[i32]>) -> Result<Option<Report>> {
     let asked = asked_backend();
     if asked == Backend::Rocm {
         return Ok(None);
     }
-    let has_listener = procfs::threads_named(pid, LISTENER_COMM).is_ok_and(|t| !t.is_empty());
+    let has_listener = listeners.is_some_and(|t| !t.is_empty());
     if asked == Backend::Auto && has_listener {
         return Ok(None);
     }
@@ -110,11 +112,18 @@ pub fn describe(r: &Report, c: &cuda::Facts, f: &mut std::fmt::Formatter<'_>) ->
     writeln!(f, "  driver:          {}", c.driver)?;
     match &c.cupti {
         Some(p) => writeln!(f, "  cupti:           {p} (mapped already, used as is)")?,
-        None => writeln!(
-            f,
-            "  cupti:           not mapped; the tool looks beside libcudart, in the CUDA toolkit and the \
-             nvidia Python packages (ROCPROF_ATTACH_CUPTI overrides)"
-        )?,
+        None => match &c.cupti_found {
+            Some(p) => writeln!(
+                f,
+                "  cupti:           not mapped; the tool will load {p} (found in the process's file system: \
+                 ROCPROF_ATTACH_CUPTI, beside libcudart, the nvidia Python packages, the CUDA toolkit)"
+            )?,
+            None => writeln!(
+                f,
+                "  cupti:           not mapped; the tool looks beside libcudart, in the CUDA toolkit and the \
+                 nvidia Python packages (ROCPROF_ATTACH_CUPTI overrides)"
+            )?,
+        },
     }
     match (c.loaded, c.parked.first()) {
         (Some(tid), _) => writeln!(

@@ -91,11 +91,13 @@ pub fn check(pid: i32, tool: Option<&str>) -> Result<Report> {
 
 /// [`check`] reusing the clean tool checks of `checks`: a plan over many processes shares one.
 pub fn check_with(pid: i32, tool: Option<&str>, checks: Option<&ToolChecks>) -> Result<Report> {
-    if let Some(report) = backend::check_cuda(pid)? {
+    // The listener threads, read once for both backends' checks.
+    let listeners = procfs::threads_named(pid, LISTENER_COMM);
+    if let Some(report) = backend::check_cuda(pid, listeners.as_deref().ok())? {
         return Ok(report);
     }
     let mut warnings = Vec::new();
-    let f = check_process_state(pid, &mut warnings)?;
+    let f = check_process_state(pid, listeners, &mut warnings)?;
     let tool = toolpath::choose_with(pid, tool, toolpath::at_secure(), Some(&f.maps), checks)?;
     env_warnings(pid, &f.env, &mut warnings);
     library_warnings(&f.libs, &mut warnings);
@@ -132,14 +134,11 @@ struct Facts {
     entry: u64,
 }
 
-/// Whether `pid` itself can be attached, whatever the tool: the process and its listener exist,
-/// may be traced by us, are not traced by another and not stopped, and rocprofiler-register is
-/// mapped. `--list` shows this; a session's preflight adds the tool ([`check_with`]).
-pub fn check_attachable(pid: i32) -> Result<()> {
-    check_process_state(pid, &mut Vec::new()).map(drop)
-}
-
-fn check_process_state(pid: i32, warnings: &mut Vec<String>) -> Result<Facts> {
+fn check_process_state(
+    pid: i32,
+    listeners: rocprof_engine::Result<Vec<i32>>,
+    warnings: &mut Vec<String>,
+) -> Result<Facts> {
     let status = check_process(pid)?;
     let stopped = |state: char| {
         not_attachable(
@@ -157,7 +156,12 @@ fn check_process_state(pid: i32, warnings: &mut Vec<String>) -> Result<Facts> {
     let maps = procfs::maps(pid)?;
     let env = procfs::environ(pid);
     let libs = toolpath::sdk_libraries(&maps);
-    let listener_tid = find_listener(pid, &status, &maps, &libs, env.as_ref().ok(), warnings)?;
+    let listener_tid = find_listener(
+        pid,
+        listeners?,
+        (&status, &maps, &libs, env.as_ref().ok()),
+        warnings,
+    )?;
     let listener = procfs::task_status(pid, listener_tid)?;
     check_tracer(pid, Some(listener_tid), listener.tracer_pid)?;
     if matches!(listener.state, 'T' | 't') {
@@ -273,15 +277,24 @@ pub(crate) fn is_truthy(v: &str) -> bool {
     )
 }
 
+/// What the preflight read that explains a missing listener: status, maps, SDK libraries and
+/// environment.
+type ListenerFacts<'a> = (
+    &'a procfs::Status,
+    &'a [Mapping],
+    &'a [SdkLibrary],
+    Option<&'a Vec<(String, String)>>,
+);
+
+/// The listener among `tids` (the process's `rocp-bg-attach` threads), or why there is none,
+/// from what the preflight read (`facts`).
 fn find_listener(
     pid: i32,
-    status: &procfs::Status,
-    maps: &[Mapping],
-    libs: &[SdkLibrary],
-    env: Option<&Vec<(String, String)>>,
+    tids: Vec<i32>,
+    facts: ListenerFacts<'_>,
     warnings: &mut Vec<String>,
 ) -> Result<i32> {
-    let tids = procfs::threads_named(pid, LISTENER_COMM)?;
+    let (status, maps, libs, env) = facts;
     if tids.len() > 1 {
         warnings.push(format!(
             "process {pid} has {} '{LISTENER_COMM}' threads ({}): more than one attach library is loaded; using \

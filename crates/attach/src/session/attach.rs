@@ -130,6 +130,7 @@ fn record(out: &mut AttachOutcome, plan: &Plan, pid: i32, r: Result<Attachment>,
                 listener_tid: a.listener_tid,
                 attach_ms: a.attach_us as f64 / 1000.0,
                 stopped_us: a.stopped_us,
+                cuda_loaded_now: a.cuda.as_ref().map(|l| l.loaded_now),
             });
             // What the CUDA tool cannot promise (settings it does not implement, NVTX
             // without injection at launch).

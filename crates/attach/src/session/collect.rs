@@ -51,7 +51,7 @@ impl Collector {
                 Some(p.report.own_pid),
                 &sent,
             );
-            let key = (p.report.root_id, pattern.regex().as_str().to_string());
+            let key = (p.report.root_id, pattern.regex().as_str());
             snapshots
                 .entry(key)
                 .and_modify(|s: &mut Snapshot| s.also_seen_by(pid))
@@ -157,12 +157,17 @@ impl Collector {
                 waited,
                 OutputWait::TimedOut | OutputWait::Stopped | OutputWait::NotWaited
             );
+        let reasons = detach_reasons(detach);
         let (mut messages, mut exit_code) = if pending {
-            let mut messages = vec![not_yet_written(req, waited, &self_places)];
+            let mut messages: Vec<Message> =
+                super::report::still_active(&processes, &reasons, &output, false)
+                    .into_iter()
+                    .collect();
+            messages.push(not_yet_written(req, waited, &self_places));
             let code = super::report::aggregate(&processes, &mut messages);
             (messages, code)
         } else {
-            verdict(&processes, files.is_empty(), &output, || {
+            verdict(&processes, &reasons, files.is_empty(), &output, || {
                 no_output_hint(req, attach, &output)
             })
         };
@@ -175,12 +180,7 @@ impl Collector {
                 exit_code = ExitCode::NoOutput;
             }
         }
-        for w in super::verify::empty_captures(&req.env, &files) {
-            messages.push(Message {
-                severity: Severity::Warning,
-                text: w,
-            });
-        }
+        messages.extend(capture_messages(req, attach, &files));
         if !files.is_empty() {
             if let Some(m) = missing_formats(req, &files) {
                 messages.push(Message {
@@ -200,6 +200,71 @@ impl Collector {
             exit_code,
         }
     }
+}
+
+/// Why each process could not be detached, in full (the table keeps a short form).
+fn detach_reasons(detach: &DetachOutcome) -> Vec<(i32, String)> {
+    detach
+        .failures
+        .iter()
+        .filter_map(|f| match &f.error {
+            crate::error::Error::DetachFailed { reason, .. } => Some((f.pid, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What the files hold compared with what was asked for: a warning per kind of event asked for
+/// and not collected, and, for a CUDA session, where its API rows are.
+fn capture_messages(
+    req: &AttachRequest,
+    attach: &AttachOutcome,
+    files: &[FileReport],
+) -> Vec<Message> {
+    let cuda = !attach.attached.is_empty() && attach.attached.iter().all(|a| a.cuda.is_some());
+    let mut out: Vec<Message> = super::verify::empty_captures(&req.env, &req.switches, cuda, files)
+        .into_iter()
+        .map(|text| Message {
+            severity: Severity::Warning,
+            text,
+        })
+        .collect();
+    if let Some(text) = cuda_api_note(req, attach, files) {
+        out.push(Message {
+            severity: Severity::Note,
+            text,
+        });
+    }
+    out
+}
+
+/// Where a CUDA session's API rows are, when it traced API calls and wrote files: rocpd and
+/// rocprofv3's formats have no CUDA API domain, so they are filed as HIP runtime API rows
+/// (docs/cuda.md, "What is collected").
+fn cuda_api_note(
+    req: &AttachRequest,
+    attach: &AttachOutcome,
+    files: &[FileReport],
+) -> Option<String> {
+    let api = [
+        "ROCPROF_HIP_RUNTIME_API_TRACE",
+        "ROCPROF_HIP_COMPILER_API_TRACE",
+    ]
+    .iter()
+    .any(|v| {
+        req.env
+            .get(v)
+            .is_some_and(|v| crate::options::parse_bool(v) == Ok(true))
+    });
+    if !api || files.is_empty() || !attach.attached.iter().any(|a| a.cuda.is_some()) {
+        return None;
+    }
+    Some(
+        "CUDA API calls are filed as HIP runtime API rows: rocpd category HIP_RUNTIME_API_CUDA (driver \
+         calls HIP_RUNTIME_API_CUDA_DRIVER), CSV *_hip_api_trace.csv (Domain column the same), JSON and \
+         Perfetto under the HIP API"
+            .to_string(),
+    )
 }
 
 /// Give each process the files it wrote, and describe every file (whose it is, whether whole).

@@ -371,16 +371,11 @@ fn prepare(a: &Attachment) -> Prepared {
 fn as_detach_failure(pid: i32, e: Error) -> Error {
     match e {
         e @ (Error::TargetExited { .. } | Error::DetachFailed { .. } | Error::NoOutput(_)) => e,
-        Error::Rejected {
-            call,
-            status,
-            name,
-            meaning,
-            ..
-        } => Error::DetachFailed {
+        Error::Rejected { status, name, .. } => Error::DetachFailed {
             pid,
             reason: format!(
-                "the target rejected the {call}: {call} returned {status} ({name}); {meaning}"
+                "the target rejected the detach: rocprofiler_register_detach returned {status}, {name} ({})",
+                super::register_detach_status(status)
             ),
         },
         e => Error::DetachFailed {

@@ -99,12 +99,16 @@ pub enum Event {
     Attached {
         /// Process id.
         pid: i32,
-        /// Listener thread used.
+        /// Listener thread used (ROCm); CUDA: the thread that started the tool, or the tool's
+        /// own thread when an earlier session loaded it.
         listener_tid: i32,
         /// Milliseconds for the whole attach sequence.
         attach_ms: f64,
-        /// Microseconds the listener was stopped outside the call.
+        /// Microseconds the listener (CUDA: the thread that started the tool) was stopped outside
+        /// the call.
         stopped_us: u64,
+        /// The CUDA backend's attach: whether this session loaded the tool (None: ROCm).
+        cuda_loaded_now: Option<bool>,
     },
     /// Every process of the attach phase was handled; these are attached.
     AttachedAll {

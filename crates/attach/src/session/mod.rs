@@ -82,6 +82,9 @@ pub struct AttachRequest {
     /// With asynchronous output, how long the collector waits for the tool's files after the
     /// detach (`--output-timeout`; zero: not at all).
     pub output_wait: Duration,
+    /// The switches as given on the command line, before their implications (none for a request
+    /// built from an environment): warnings name what the user typed.
+    pub switches: options::Switches,
 }
 
 impl AttachRequest {
@@ -123,6 +126,7 @@ impl AttachRequest {
             parallelism: DEFAULT_PARALLEL,
             stopped_wait: DEFAULT_STOPPED_WAIT,
             output_wait: DEFAULT_OUTPUT_WAIT,
+            switches: options::Switches::default(),
             env,
         }
     }
@@ -201,6 +205,18 @@ pub fn register_status(code: i32) -> (&'static str, &'static str) {
             "the attachment library was never loaded: start the target with ROCP_TOOL_ATTACH=1",
         ),
         _ => ("unknown status", "rocprofiler-register returned a code this version does not know"),
+    }
+}
+
+/// What a status of `rocprofiler_register_detach` means (the same codes as the attach's,
+/// [`register_status`], for what a detach does).
+pub fn register_detach_status(code: i32) -> &'static str {
+    match code {
+        1 => "nothing was attached in the target: no tool was loaded",
+        2 => "another attach or detach was running in the target",
+        6 => "rocprofiler-sdk's detach failed",
+        9 => "the attachment library was never loaded in the target",
+        c => register_status(c).1,
     }
 }
 

@@ -4,6 +4,7 @@
 use super::events::{Event, Events, Stage};
 use super::{join, parallel, plural, AttachRequest};
 use crate::claims::{Claim, Claims, Holder, Purpose, FRONT_END_CLI};
+use crate::envbuf::EnvList;
 use crate::error::{Error, Result};
 use crate::preflight::{self, Report, LISTENER_COMM};
 use crate::targets::{self, TargetSelection};
@@ -168,6 +169,7 @@ pub fn plan(req: &AttachRequest, events: Events) -> Result<Plan> {
     plan.claims = claims;
     claim_descendants(&mut plan, &holder, events);
     check_outputs(&mut plan, &req.output_dir, events)?;
+    check_reattach_settings(&mut plan, &req.env, events)?;
     for f in &plan.failures {
         plan.claims.release(f.pid);
     }
@@ -203,6 +205,35 @@ pub fn claim_descendants(plan: &mut Plan, holder: &Holder, events: Events) {
         }
     }
     plan.targets = keep;
+}
+
+/// Move planned ROCm processes whose earlier attach asked for other services or filters than
+/// `env` does to the failures (or return the error when there is only one process):
+/// [`crate::reattach::check_settings`].
+fn check_reattach_settings(plan: &mut Plan, env: &EnvList, events: Events) -> Result<()> {
+    let only_one = plan.targets.len() == 1 && plan.failures.is_empty();
+    let mut keep = Vec::with_capacity(plan.targets.len());
+    for p in std::mem::take(&mut plan.targets) {
+        let pid = p.report.pid;
+        let result = match p.report.cuda {
+            Some(_) => Ok(()),
+            None => crate::reattach::check_settings(pid, env),
+        };
+        match result {
+            Ok(()) => keep.push(p),
+            Err(e) if only_one => return Err(e),
+            Err(e) => {
+                events(failed(pid, Stage::Plan, &e));
+                plan.failures.push(Failure {
+                    pid,
+                    stage: Stage::Plan,
+                    error: e,
+                });
+            }
+        }
+    }
+    plan.targets = keep;
+    Ok(())
 }
 
 /// Move planned processes that cannot create or write the output directory to the failures (or
@@ -480,19 +511,10 @@ fn plan_descendants(
 
 /// Report a planned process: the plan at info level, its warnings as events.
 fn planned(r: &Report, root: i32, events: Events) {
-    tracing::info!(
-        "plan: process {} (root {root}): listener thread {} ({LISTENER_COMM}); {} at {:#x}, \
-         rocprofiler_register_detach at {:#x} in {}; injection site (AT_ENTRY) {:#x}; tool library {} ({})",
-        r.pid,
-        r.listener_tid,
-        preflight::ATTACH_SYMBOL,
-        r.register_attach_addr,
-        r.register_detach_addr,
-        r.register_path,
-        r.entry,
-        r.tool.string,
-        r.tool.source.describe(),
-    );
+    match &r.cuda {
+        Some(c) => log_cuda_plan(r, c, root),
+        None => log_rocm_plan(r, root),
+    }
     tracing::debug!("plan: process {}: command {}", r.pid, r.command);
     for l in &r.sdk_libraries {
         tracing::debug!(
@@ -517,6 +539,48 @@ fn planned(r: &Report, root: i32, events: Events) {
             message: format!("process {}: {w}", r.pid),
         });
     }
+}
+
+/// The plan of a CUDA process at info level, in CUDA's words: CUPTI, the tool thread.
+fn log_cuda_plan(r: &Report, c: &crate::cuda::Facts, root: i32) {
+    let how = match (c.loaded, c.parked.first()) {
+        (Some(tid), _) => format!(
+            "tool thread {tid} ({}) loaded by an earlier session, reused (no ptrace)",
+            crate::cuda::TOOL_COMM
+        ),
+        (None, Some(p)) => format!(
+            "thread {} ({}, waiting in {}) starts the tool thread ({})",
+            p.tid,
+            p.comm,
+            crate::cuda::preflight::parked_name(p.syscall).unwrap_or("?"),
+            crate::cuda::TOOL_COMM
+        ),
+        (None, None) => "no thread to start the tool from".to_string(),
+    };
+    tracing::info!(
+        "plan: process {} (root {root}): CUDA through CUPTI ({}); driver {}; {how}; tool library {}",
+        r.pid,
+        c.cupti.as_deref().unwrap_or("libcupti not mapped yet: the tool loads one"),
+        c.driver,
+        c.tool.display()
+    );
+}
+
+/// The plan of a ROCm process at info level: the listener and the register's functions.
+fn log_rocm_plan(r: &Report, root: i32) {
+    tracing::info!(
+        "plan: process {} (root {root}): listener thread {} ({LISTENER_COMM}); {} at {:#x}, \
+         rocprofiler_register_detach at {:#x} in {}; injection site (AT_ENTRY) {:#x}; tool library {} ({})",
+        r.pid,
+        r.listener_tid,
+        preflight::ATTACH_SYMBOL,
+        r.register_attach_addr,
+        r.register_detach_addr,
+        r.register_path,
+        r.entry,
+        r.tool.string,
+        r.tool.source.describe(),
+    );
 }
 
 /// The event for a failure, with the permission hint when the kernel refused us.

@@ -87,6 +87,8 @@ pub struct FileReport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
+    /// A fact about the output the user should know (where rows went); no fault.
+    Note,
     /// The session went on; the user should know.
     Warning,
     /// Why the exit code is not 0.
@@ -170,7 +172,7 @@ fn short_reason(e: &Error) -> String {
             let first = first.split(';').next().unwrap_or("");
             format!(
                 "not detached: {}",
-                first.chars().take(100).collect::<String>()
+                first.chars().take(160).collect::<String>()
             )
         }
         e => {
@@ -308,51 +310,75 @@ pub fn nothing_attached(plan: &Plan, attach: &AttachOutcome) -> SessionReport {
     }
 }
 
-/// The error for processes that could not be detached: the profiler may still be active in them,
-/// writing under `output`, and how to finish their session.
-fn still_active(still_profiled: &[i32], output: &str) -> Message {
-    let n = still_profiled.len();
-    Message::error(format!(
-        "the profiler may still be active in process{} {}: it was not detached, keeps collecting, and \
-         writes its output under {output} when {} exit{} (not into this session's file list); a new \
-         attach is refused until this session is finished. Fix: if {} stopped, continue {} with `kill -CONT {}`, \
-         then finish the session with {} (or let {} finish normally to get the output)",
-        plural(n),
-        join(still_profiled),
+/// The one error for processes that could not be detached: why (each one's reason, in full
+/// from `reasons` when known, else the table's), that the profiler may still be active in them,
+/// where what it collects from now on goes, and how to finish their session. `files_listed`: the
+/// session lists files (written before or during the failed detach), which the message then does
+/// not contradict.
+pub(super) fn still_active(
+    processes: &[ProcessReport],
+    reasons: &[(i32, String)],
+    output: &str,
+    files_listed: bool,
+) -> Option<Message> {
+    let failed: Vec<&ProcessReport> = processes
+        .iter()
+        .filter(|r| r.status == ProcessStatus::DetachFailed)
+        .collect();
+    let n = failed.len();
+    if n == 0 {
+        return None;
+    }
+    let why: Vec<String> = failed
+        .iter()
+        .map(|r| {
+            let reason = reasons
+                .iter()
+                .find(|(pid, _)| *pid == r.pid)
+                .map(|(_, why)| why.as_str())
+                .unwrap_or_else(|| r.reason.strip_prefix("not detached: ").unwrap_or(&r.reason));
+            format!("process {} was not detached: {reason}", r.pid)
+        })
+        .collect();
+    let fixes: Vec<String> = failed
+        .iter()
+        .map(|r| {
+            format!(
+                "`rocprof-attach --detach -p {0}` (continue it first with `kill -CONT {0}` if it is stopped)",
+                r.pid
+            )
+        })
+        .collect();
+    Some(Message::error(format!(
+        "{}; the profiler may still be active in {} and collecting: {}what it collects from now on is \
+         written under {output} when {} exit{} or {} session is finished. Fix: finish it with {}; a new \
+         attach is refused until then",
+        why.join("; "),
+        if n == 1 { "it" } else { "them" },
+        if files_listed {
+            "the files listed were written during this session; "
+        } else {
+            ""
+        },
         if n == 1 { "it" } else { "they" },
         if n == 1 { "s" } else { "" },
-        if n == 1 { "it is" } else { "they are" },
-        if n == 1 { "it" } else { "them" },
-        still_profiled
-            .iter()
-            .map(i32::to_string)
-            .collect::<Vec<_>>()
-            .join(" "),
-        still_profiled
-            .iter()
-            .map(|p| format!("`rocprof-attach --detach -p {p}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        if n == 1 { "it" } else { "them" },
-    ))
+        if n == 1 { "its" } else { "their" },
+        fixes.join(", "),
+    )))
 }
 
 /// Conclusions about processes that exited or could not be detached, and the exit code, once the
 /// files are known. `output` says where the tool writes (for processes still profiled).
 pub(super) fn verdict(
     processes: &[ProcessReport],
+    reasons: &[(i32, String)],
     no_files: bool,
     output: &str,
     no_output_hint: impl FnOnce() -> String,
 ) -> (Vec<Message>, ExitCode) {
     let mut messages = Vec::new();
-    let still_profiled: Vec<i32> = processes
-        .iter()
-        .filter(|r| r.status == ProcessStatus::DetachFailed)
-        .map(|r| r.pid)
-        .collect();
-    if !still_profiled.is_empty() {
-        messages.push(still_active(&still_profiled, output));
+    if let Some(m) = still_active(processes, reasons, output, !no_files) {
+        messages.push(m);
         if no_files {
             // Not "no output": the output has not been written yet.
             let code = aggregate(processes, &mut messages);

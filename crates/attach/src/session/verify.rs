@@ -4,6 +4,7 @@
 
 use super::report::FileReport;
 use crate::envbuf::EnvList;
+use crate::options::{Switch, Switches};
 use crate::outputs::human_size;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -330,8 +331,13 @@ pub fn space_cause(dir: &Path, least_free: Option<u64>) -> String {
 /// One kind of event an option asks for, and how to count it in a rocpd database.
 struct Capture {
     vars: &'static [&'static str],
+    /// The switches that ask for it, the widest first (`--hip-trace` before
+    /// `--hip-runtime-trace`); `--pmc` is no switch (none).
+    switches: &'static [Switch],
     option: &'static str,
     what: &'static str,
+    /// What it is called in a CUDA process; None: CUDA has no counterpart (never collected).
+    cuda_what: Option<&'static str>,
     sql: &'static str,
 }
 
@@ -343,20 +349,26 @@ const BY_CATEGORY: &str = "SELECT (SELECT count(*) FROM rocpd_region R JOIN rocp
 const CAPTURES: [Capture; 8] = [
     Capture {
         vars: &["ROCPROF_KERNEL_TRACE"],
+        switches: &[Switch::KernelTrace],
         option: "--kernel-trace",
         what: "kernel dispatches",
+        cuda_what: Some("kernel launches"),
         sql: "SELECT count(*) FROM rocpd_kernel_dispatch",
     },
     Capture {
         vars: &["ROCPROF_MEMORY_COPY_TRACE"],
+        switches: &[Switch::MemoryCopyTrace],
         option: "--memory-copy-trace",
         what: "memory copies",
+        cuda_what: Some("memory copies or memsets"),
         sql: "SELECT count(*) FROM rocpd_memory_copy",
     },
     Capture {
         vars: &["ROCPROF_MEMORY_ALLOCATION_TRACE"],
+        switches: &[Switch::MemoryAllocationTrace],
         option: "--memory-allocation-trace",
         what: "memory allocations",
+        cuda_what: Some("memory allocations"),
         sql: "SELECT count(*) FROM rocpd_memory_allocate WHERE level != 'SCRATCH'",
     },
     Capture {
@@ -364,8 +376,14 @@ const CAPTURES: [Capture; 8] = [
             "ROCPROF_HIP_RUNTIME_API_TRACE",
             "ROCPROF_HIP_COMPILER_API_TRACE",
         ],
+        switches: &[
+            Switch::HipTrace,
+            Switch::HipRuntimeTrace,
+            Switch::HipCompilerTrace,
+        ],
         option: "--hip-trace",
         what: "HIP API calls",
+        cuda_what: Some("CUDA API calls"),
         sql: "HIP_%",
     },
     Capture {
@@ -373,26 +391,34 @@ const CAPTURES: [Capture; 8] = [
             "ROCPROF_HSA_CORE_API_TRACE",
             "ROCPROF_HSA_AMD_EXT_API_TRACE",
         ],
+        switches: &[Switch::HsaTrace, Switch::HsaCoreTrace, Switch::HsaAmdTrace],
         option: "--hsa-trace",
         what: "HSA API calls",
+        cuda_what: None,
         sql: "HSA_%",
     },
     Capture {
         vars: &["ROCPROF_MARKER_API_TRACE"],
+        switches: &[Switch::MarkerTrace],
         option: "--marker-trace",
         what: "ROCTx markers or ranges",
+        cuda_what: Some("NVTX markers or ranges"),
         sql: "MARKER_%",
     },
     Capture {
         vars: &["ROCPROF_RCCL_API_TRACE"],
+        switches: &[Switch::RcclTrace],
         option: "--rccl-trace",
         what: "RCCL calls",
+        cuda_what: None,
         sql: "RCCL_%",
     },
     Capture {
         vars: &["ROCPROF_COUNTER_COLLECTION"],
+        switches: &[],
         option: "--pmc",
         what: "counter values",
+        cuda_what: None,
         sql: "SELECT count(*) FROM rocpd_pmc_event",
     },
 ];
@@ -410,9 +436,44 @@ fn count(conn: &rusqlite::Connection, c: &Capture) -> Option<i64> {
     }
 }
 
+/// How the user asked for capture `c`, in their words: the switch they typed (`--hip-trace`),
+/// the switch an umbrella they typed turned on (`--hip-runtime-trace (implied by
+/// --runtime-trace)`), or the variable set in the environment (`ROCPROF_KERNEL_TRACE=1 (from the
+/// environment)`). `typed`: the switches as given on the command line, before implications.
+fn asked_as(c: &Capture, typed: &Switches, env: &EnvList) -> String {
+    if let Some(s) = c.switches.iter().find(|s| typed.on(**s)) {
+        return format!("--{}", s.def().long);
+    }
+    for umbrella in Switch::ALL.iter().filter(|u| typed.on(**u)) {
+        let implied = Switches::default().with(*umbrella, true).resolved();
+        let found = c
+            .switches
+            .iter()
+            .find(|s| implied.on(**s) && typed.get(**s).is_none());
+        if let Some(s) = found {
+            return format!("--{} (implied by --{})", s.def().long, umbrella.def().long);
+        }
+    }
+    match c.vars.iter().find(|v| on(env, v)) {
+        Some(v) if !c.switches.is_empty() => format!(
+            "{v}={} (from the environment)",
+            env.get(v).unwrap_or_default()
+        ),
+        _ => c.option.to_string(),
+    }
+}
+
 /// A warning per option asked for (in `env`, the variables sent) whose kind of event is in none
-/// of the complete databases among `files`.
-pub fn empty_captures(env: &EnvList, files: &[FileReport]) -> Vec<String> {
+/// of the complete databases among `files`, naming the option as the user asked for it
+/// ([`asked_as`]; `typed`: the switches given on the command line). `cuda`: the databases come
+/// from CUDA processes, so events are called by their CUDA names and kinds CUDA has no
+/// counterpart for (RCCL, HSA) are not expected.
+pub fn empty_captures(
+    env: &EnvList,
+    typed: &Switches,
+    cuda: bool,
+    files: &[FileReport],
+) -> Vec<String> {
     let dbs: Vec<&FileReport> = files
         .iter()
         .filter(|f| f.problem.is_none() && f.host_path.extension().is_some_and(|e| e == "db"))
@@ -435,16 +496,20 @@ pub fn empty_captures(env: &EnvList, files: &[FileReport]) -> Vec<String> {
         .iter()
         .filter(|c| c.vars.iter().any(|v| on(env, v)))
     {
+        let what = match (cuda, c.cuda_what) {
+            (false, _) => c.what,
+            (true, Some(w)) => w,
+            (true, None) => continue,
+        };
         let counts: Vec<Option<i64>> = conns.iter().map(|conn| count(conn, c)).collect();
         // Only a database that could be counted is evidence.
         if counts.iter().any(Option::is_some) && counts.iter().all(|n| n.unwrap_or(0) == 0) {
             out.push(format!(
-                "{} collected nothing: the rocpd database{} {} no {} (the target did not do that during the \
+                "{} collected nothing: the rocpd database{} {} no {what} (the target did not do that during the \
                  window, or a filter excluded it; profile longer or while it works)",
-                c.option,
+                asked_as(c, typed, env),
                 if dbs.len() == 1 { "" } else { "s" },
                 if dbs.len() == 1 { "holds" } else { "hold" },
-                c.what
             ));
         }
     }

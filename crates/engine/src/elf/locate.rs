@@ -49,6 +49,17 @@ impl Image {
         })
     }
 
+    /// `st_value` of the exported variable `symbol` (None when the object has none); not cached.
+    pub fn variable(&self, symbol: &str) -> std::result::Result<Option<u64>, String> {
+        symbols::find_symbol(
+            &self.info,
+            self.tags.as_ref(),
+            &self.src,
+            symbol,
+            object::elf::STT_OBJECT,
+        )
+    }
+
     /// `st_value` of the exported function `symbol` (None when the object has none).
     pub fn function(&self, symbol: &str) -> std::result::Result<Option<u64>, String> {
         if let Some(hit) = self.found.lock().ok().and_then(|m| m.get(symbol).copied()) {

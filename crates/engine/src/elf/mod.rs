@@ -151,6 +151,18 @@ impl RemoteLibrary {
         Ok(addr)
     }
 
+    /// Absolute address in the target of a defined global/weak variable `symbol` (such as the C
+    /// library's `__environ`). Not checked against the maps: a variable in `.bss` may lie in the
+    /// anonymous mapping after the object's own.
+    pub fn variable(&self, symbol: &str) -> Result<u64> {
+        let value = self
+            .image
+            .variable(symbol)
+            .map_err(|why| self.symbol_error(symbol, &why))?
+            .ok_or_else(|| self.symbol_error(symbol, "no such exported variable"))?;
+        Ok(self.bias.wrapping_add(value))
+    }
+
     /// GNU Build ID of the object as read from the file, if it has one.
     pub fn build_id(&self) -> Option<Vec<u8>> {
         self.image.info.build_id(&self.image.src).ok().flatten()

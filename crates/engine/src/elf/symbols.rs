@@ -27,10 +27,11 @@ pub struct DynTags {
     gnu_hash: Option<u64>,
 }
 
-/// Accept only defined STT_FUNC with STB_GLOBAL/STB_WEAK and default/protected visibility.
-fn acceptable(sym: &Sym64) -> bool {
+/// Accept only defined symbols of type `kind` (STT_FUNC or STT_OBJECT) with STB_GLOBAL/STB_WEAK
+/// and default/protected visibility.
+fn acceptable(sym: &Sym64, kind: u8) -> bool {
     let shndx = sym.st_shndx(LE);
-    sym.st_type() == elf::STT_FUNC
+    sym.st_type() == kind
         && matches!(sym.st_bind(), elf::STB_GLOBAL | elf::STB_WEAK)
         && shndx != elf::SHN_UNDEF
         && shndx != elf::SHN_ABS
@@ -73,6 +74,8 @@ struct Tables<'a, S: Source + ?Sized> {
     symtab: u64,
     strtab: u64,
     strsz: u64,
+    /// The symbol type looked for (STT_FUNC or STT_OBJECT).
+    kind: u8,
 }
 
 impl<S: Source + ?Sized> Tables<'_, S> {
@@ -113,7 +116,10 @@ impl<S: Source + ?Sized> Tables<'_, S> {
         let mut best: Option<(u64, u64)> = None;
         for i in indices {
             let sym = self.symbol(i)?;
-            if acceptable(&sym) && self.named(&sym, want) && best.is_none_or(|(b, _)| i < b) {
+            if acceptable(&sym, self.kind)
+                && self.named(&sym, want)
+                && best.is_none_or(|(b, _)| i < b)
+            {
                 best = Some((i, sym.st_value(LE)));
             }
         }
@@ -128,9 +134,21 @@ pub fn find_function(
     src: &(impl Source + ?Sized),
     symbol: &str,
 ) -> Result<Option<u64>, String> {
+    find_symbol(info, tags, src, symbol, elf::STT_FUNC)
+}
+
+/// st_value of an acceptable `symbol` of type `kind` (STT_FUNC, or STT_OBJECT for a variable such
+/// as `__environ`): through the dynamic hash table, else `.dynsym`.
+pub fn find_symbol(
+    info: &ElfInfo,
+    tags: Option<&DynTags>,
+    src: &(impl Source + ?Sized),
+    symbol: &str,
+    kind: u8,
+) -> Result<Option<u64>, String> {
     let want = symbol.as_bytes();
     let Some(tags) = tags.filter(|t| t.hash.is_some() || t.gnu_hash.is_some()) else {
-        return scan_sections(info, src, want);
+        return scan_sections(info, src, want, kind);
     };
     let (Some(symtab), Some(strtab), Some(strsz)) = (tags.symtab, tags.strtab, tags.strsz) else {
         return Err("PT_DYNAMIC lacks DT_SYMTAB, DT_STRTAB or DT_STRSZ".into());
@@ -143,6 +161,7 @@ pub fn find_function(
         symtab: info.offset_of(symtab)?,
         strtab: info.offset_of(strtab)?,
         strsz,
+        kind,
     };
     match (tags.gnu_hash, tags.hash) {
         (Some(gnu), _) => gnu_lookup(&tables, info.offset_of(gnu)?, want),
@@ -274,6 +293,7 @@ fn scan_sections(
     info: &ElfInfo,
     src: &(impl Source + ?Sized),
     want: &[u8],
+    kind: u8,
 ) -> Result<Option<u64>, String> {
     let (shoff, shnum) = info.sections;
     if shoff == 0 || shnum == 0 {
@@ -301,6 +321,7 @@ fn scan_sections(
         symtab: dynsym.sh_offset(LE),
         strtab: strings.sh_offset(LE),
         strsz: strings.sh_size(LE),
+        kind,
     };
     let syms = src
         .read_at(tables.symtab, count * SYM_SIZE)
@@ -309,7 +330,7 @@ fn scan_sections(
     let (syms, _) = object::pod::slice_from_bytes::<Sym64>(&syms, count as usize)
         .map_err(|_| "dynamic symbol table is truncated".to_string())?;
     for sym in syms {
-        if acceptable(sym) && tables.named(sym, want) {
+        if acceptable(sym, tables.kind) && tables.named(sym, want) {
             return Ok(Some(sym.st_value(LE)));
         }
     }
