@@ -150,8 +150,8 @@ fn a_target_that_aborts_keeps_every_record() {
 /// SIGKILL and _exit run no code: the committed rows remain, a valid database that lacks at
 /// most the rows of about the last second.
 fn keeps_what_was_committed(how: &str) {
-    // About 3 s of steps (1,000 of 3 ms), so that most of them are older than the lag.
-    let (code, stdout, stderr, n, t) = end_during_window(how, "1000", "3000");
+    // About 6 s of steps (2,000 of 3 ms), so that most of them are older than the lag.
+    let (code, stdout, stderr, n, t) = end_during_window(how, "2000", "3000");
     println!("{stdout}\n{stderr}");
     assert_eq!(code, 7, "exit 7 (target exited): {stdout}\n{stderr}");
     let db = t.out().join("run_results.db");
@@ -159,8 +159,9 @@ fn keeps_what_was_committed(how: &str) {
     assert!(stdout.contains(" rows)"), "{stdout}");
     let kept = count(&db, "SELECT count(*) FROM rocpd_kernel_dispatch");
     assert!(kept > 0 && kept <= n, "{kept} of {n} kernels ({how})");
-    // What is missing is the end: the newest kernel kept started at most 2 s (the 1 s lag, a
-    // tick, and a loaded machine) before the last one the target launched would have.
+    // What is missing is the end: the newest kernel kept started at most 3 s (the 1 s lag, a
+    // tick, and a tool thread delayed on a loaded 2-core machine) before the last one the
+    // target launched would have; half the run is kept at least.
     let span = query(
         &db,
         "SELECT max(K.start) - min(K.start), json_extract(P.extdata, '$.finished') FROM rocpd_kernel_dispatch K, rocpd_info_process P",
@@ -169,7 +170,7 @@ fn keeps_what_was_committed(how: &str) {
     let per_kernel = kept_span / (kept.max(2) - 1) as f64;
     let missing_s = (n - kept) as f64 * per_kernel;
     assert!(
-        missing_s < 2.0,
+        missing_s < 3.0,
         "{kept} of {n} kernels kept: about {missing_s:.2} s of the end missing ({how})"
     );
     assert_eq!(span[0][1], "0", "not finished: nothing ran at the end");
