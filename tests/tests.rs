@@ -23,6 +23,7 @@ mod checked_input;
 mod claims;
 mod cuda;
 mod cuda_pmc;
+mod cuda_spm;
 mod cuda_standins;
 mod demo_tool;
 mod diagnostics;
