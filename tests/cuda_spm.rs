@@ -75,6 +75,29 @@ fn spm_samples_the_gpu_every_interval_drops_the_stale_sample_and_stops_at_detach
     );
     // After detach nothing samples.
     assert_eq!(field(&t, "sampling"), "0", "{}", t.state());
+    // Perfetto: a counter track per sampled counter, beside the kernel slices.
+    let conv = t.out().join("conv");
+    let (code, _, err) = crate::common::rocprof_attach(
+        &[
+            "convert",
+            "-i",
+            db.to_str().unwrap(),
+            "-f",
+            "pftrace",
+            "-d",
+            conv.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .finish();
+    assert_eq!(code, 0, "{err}");
+    let trace = std::fs::read(conv.join("out_results.pftrace")).unwrap();
+    for name in ["SPM sm__cycles_active.avg", "SPM gpc__cycles_elapsed.max"] {
+        assert!(
+            trace.windows(name.len()).any(|w| w == name.as_bytes()),
+            "track {name} in the trace"
+        );
+    }
 }
 
 #[test]

@@ -349,6 +349,7 @@ pub fn write(
                 host::samples,
                 host::copies,
                 host::allocations,
+                host::spm,
             ],
         );
         let kernels = kernels
