@@ -60,6 +60,12 @@ pub fn spm_plan(env: &BTreeMap<String, String>) -> Result<Option<SpmPlan>, ToolE
     let unit = env
         .get("ROCPROF_SPM_SAMPLE_INTERVAL_UNIT")
         .map_or("none", |s| s.as_str());
+    if unit == "sclk_cycles" {
+        return Err(ToolError::new(
+            Code::Unsupported,
+            "--spm-sample-interval-unit sclk_cycles has no CUDA counterpart (PM sampling takes a time); nothing was enabled. Fix: drop the unit and give --spm-sample-interval in microseconds",
+        ));
+    }
     let interval_ns = match (value, unit) {
         (0, _) => DEFAULT_INTERVAL_NS,
         (v, "ns" | "nsec") => v,
