@@ -4,9 +4,9 @@
 #   examples/cuda_kit.sh prepare KIT     # here: release rocprof-attach, the CUDA tool library,
 #                                        # the training loop and the proof driver
 #   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
-#                                        # cycles million ddp pmc pmctorch (default: all but
-#                                        # transformer, ddp, pmc, pmctorch; ddp needs 2 GPUs;
-#                                        # pmc and pmctorch need counters: they check ncu first)
+#                                        # cycles million ddp pmc pmctorch spm (default: all but
+#                                        # transformer, ddp, pmc, pmctorch, spm; ddp needs 2 GPUs;
+#                                        # pmc, pmctorch and spm need counters: they check ncu first)
 #
 # Results go to $OUT (default /tmp/out)/cuda_proof.md.
 set -u
@@ -21,7 +21,7 @@ prepare)
   cp "$R/target/release/rocprof-attach" "$R/target/release/librocprof_cuda_tool.so" "$K/"
   gcc -O2 -shared -fPIC -o "$K/libcupti_floor.so" "$R/examples/cuda/cupti_floor.c" -ldl
   cp "$R/examples/cuda/train.py" "$R/examples/cuda/ddp.py" "$R/examples/cuda/proof.py" \
-     "$R/examples/cuda/proof_counters.py" "$R/examples/cuda/grids.cu" "$R/examples/cuda_kit.sh" "$K/"
+     "$R/examples/cuda/proof_counters.py" "$R/examples/cuda/proof_spm.py" "$R/examples/cuda/grids.cu" "$R/examples/cuda_kit.sh" "$K/"
   du -sh "$K"
   ;;
 run)

@@ -10,6 +10,7 @@ Phases (each a plain `python3 train.py`, started with no profiler opt-in):
   cycles   : 100 attach/detach cycles on one process: alive, threads and RSS
   million  : a window with >= 1 M kernel records: detach (write) and convert -f pftrace times
   pmc, pmctorch : counters (--pmc), in proof_counters.py
+  spm      : sampled counters (--spm) on the transformer, in proof_spm.py
 """
 import json
 import os
@@ -301,6 +302,11 @@ def main():
             proof_counters.phase_pmc(K, say)
         if "pmctorch" in which:
             proof_counters.phase_pmctorch(K, say, start, steps_of)
+    if "spm" in which:
+        sys.path.insert(0, K)
+        import proof_counters
+        import proof_spm
+        proof_spm.phase_spm(K, say, start, steps_of, proof_counters.blocked)
     open(os.path.join(OUT, "cuda_proof.md"), "w").write("\n".join(report) + "\n")
 
 
