@@ -304,3 +304,45 @@ impl Sampler {
         self.object = std::ptr::null_mut();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn plans_names_the_default_set_and_intervals() {
+        assert!(spm_plan(&env(&[])).unwrap().is_none());
+        let on = ("ROCPROF_SPM_COUNTER_COLLECTION", "1");
+        let p = spm_plan(&env(&[on])).unwrap().unwrap();
+        let metrics: Vec<&str> = p.counters.iter().map(|c| c.metric.as_str()).collect();
+        assert_eq!(metrics, DEFAULT_METRICS);
+        assert_eq!(p.interval_ns, DEFAULT_INTERVAL_NS);
+        let p = spm_plan(&env(&[
+            on,
+            (
+                "ROCPROF_SPM_COUNTERS",
+                "spm: GRBM_COUNT sm__cycles_active.avg",
+            ),
+            ("ROCPROF_SPM_SAMPLE_INTERVAL", "250"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(p.counters[0].metric, "gpc__cycles_elapsed.max");
+        assert_eq!(p.counters[1].name, "sm__cycles_active.avg");
+        assert_eq!(p.interval_ns, 250_000);
+        for bad in [
+            vec![on, ("ROCPROF_SPM_COUNTERS", "spm: SQ_INSTS_VALU")],
+            vec![on, ("ROCPROF_SPM_SAMPLE_INTERVAL_UNIT", "sclk_cycles")],
+        ] {
+            let e = spm_plan(&env(&bad)).unwrap_err();
+            assert!(matches!(e.code, Code::Unsupported), "{}", e.message);
+        }
+    }
+}
