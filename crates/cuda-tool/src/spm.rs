@@ -116,6 +116,24 @@ fn failed(what: &str, c: &Cupti, r: i32) -> ToolError {
     )
 }
 
+/// Device 0's PM sampling counter availability image (the host object takes it).
+fn availability(c: &Cupti, prof: &Profiler) -> Result<Vec<u8>, ToolError> {
+    let what = "cuptiPmSamplingGetCounterAvailability";
+    // SAFETY: size query, then the buffer of that size.
+    unsafe {
+        let p = profiler::call(prof.pm_availability, |p| p.device_index = 0)
+            .map_err(|r| crate::pmc::refuse_or_fail_of(c, what, r))?;
+        let mut image = vec![0u8; p.counter_availability_image_size];
+        profiler::call(prof.pm_availability, |p| {
+            p.device_index = 0;
+            p.counter_availability_image_size = image.len();
+            p.p_counter_availability_image = image.as_mut_ptr();
+        })
+        .map_err(|r| crate::pmc::refuse_or_fail_of(c, what, r))?;
+        Ok(image)
+    }
+}
+
 impl Sampler {
     /// Configures and starts PM sampling of `plan` on device 0; a refusal (no privileges, an
     /// unknown metric, a set needing several passes) leaves nothing enabled.
@@ -132,8 +150,9 @@ impl Sampler {
             .iter()
             .map(|x| CString::new(x.metric.as_str()).unwrap_or_default())
             .collect();
+        let avail = availability(c, &prof)?;
         let (host, config, passes) =
-            crate::pmc::pm_config(c, &prof, &chip, &metrics).map_err(|(e, bad)| match bad {
+            crate::pmc::pm_config(c, &prof, &chip, &avail, &metrics).map_err(|(e, bad)| match bad {
                 Some(i) => ToolError::new(
                     Code::Unsupported,
                     format!("CUPTI does not know the metric {} for PM sampling on this GPU ({}): {}. Fix: list the metrics with `ncu --query-metrics` and pass one of them", plan.counters[i].metric, chip.to_string_lossy(), e.message),

@@ -111,9 +111,17 @@ pub(crate) fn pm_config(
     c: &Cupti,
     prof: &Profiler,
     chip: &CStr,
+    avail: &[u8],
     names: &[CString],
 ) -> Result<PmConfig, (ToolError, Option<usize>)> {
-    let h = config_of_type(c, prof, profiler::TYPE_PM_SAMPLING, chip, None, names)?;
+    let h = config_of_type(
+        c,
+        prof,
+        profiler::TYPE_PM_SAMPLING,
+        chip,
+        Some(avail),
+        names,
+    )?;
     Ok((h.host, h.config, h.passes))
 }
 
