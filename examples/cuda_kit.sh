@@ -4,11 +4,11 @@
 #   examples/cuda_kit.sh prepare KIT     # here: release rocprof-attach, the CUDA tool library,
 #                                        # the training loop and the proof driver
 #   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
-#                                        # cycles million ddp top topddp soak pmc pmctorch
+#                                        # cycles million ddp top topddp soak pmc pmctorch spm
 #                                        # (default: all but transformer, ddp, top, topddp, soak,
-#                                        # pmc, pmctorch; ddp and topddp need 2 GPUs; soak runs
-#                                        # SOAK_MINUTES=10; pmc and pmctorch need counters: they
-#                                        # check ncu first)
+#                                        # pmc, pmctorch, spm; ddp and topddp need 2 GPUs; soak runs
+#                                        # SOAK_MINUTES=10; pmc, pmctorch and spm need counters:
+#                                        # they check ncu first)
 #   python3 KIT/exit_check.py            # there: a loop ending by each route mid-window
 #
 # Results go to $OUT (default /tmp/out)/cuda_proof.md.
@@ -24,7 +24,7 @@ prepare)
   cp "$R/target/release/rocprof-attach" "$R/target/release/librocprof_cuda_tool.so" "$K/"
   gcc -O2 -shared -fPIC -o "$K/libcupti_floor.so" "$R/examples/cuda/cupti_floor.c" -ldl
   cp "$R/examples/cuda/train.py" "$R/examples/cuda/ddp.py" "$R/examples/cuda/proof.py" \
-     "$R/examples/cuda/proof_counters.py" "$R/examples/cuda/grids.cu" "$R/examples/cuda_kit.sh" \
+     "$R/examples/cuda/proof_counters.py" "$R/examples/cuda/proof_spm.py" "$R/examples/cuda/grids.cu" "$R/examples/cuda_kit.sh" \
      "$R/examples/cuda/exit_check.py" "$K/"
   du -sh "$K"
   ;;

@@ -18,6 +18,7 @@ Phases (each a plain `python3 train.py`, started with no profiler opt-in):
              session of five: target deaths, threads and RSS, sessions complete or finished by
              the agent, anything left for a person, the step time after each killed session
   pmc, pmctorch : counters (--pmc), in proof_counters.py
+  spm      : sampled counters (--spm) on the transformer, in proof_spm.py
 """
 import random
 import signal
@@ -497,6 +498,11 @@ def main():
             proof_counters.phase_pmc(K, say)
         if "pmctorch" in which:
             proof_counters.phase_pmctorch(K, say, start, steps_of)
+    if "spm" in which:
+        sys.path.insert(0, K)
+        import proof_counters
+        import proof_spm
+        proof_spm.phase_spm(K, say, start, steps_of, proof_counters.blocked)
     open(os.path.join(OUT, "cuda_proof.md"), "w").write("\n".join(report) + "\n")
 
 

@@ -59,6 +59,8 @@ struct Session {
     sink_error: Option<String>,
     /// What the counting window counted and cost (`--pmc`), once it stopped.
     counter_report: Option<crate::pmc::Report>,
+    /// The `--spm` sampler, running from attach to detach.
+    spm: Option<crate::spm::Sampler>,
 }
 
 /// API names as users know them, from CUPTI's callback names.
@@ -277,6 +279,31 @@ fn undo(c: &Cupti, sub: *mut c_void, enabled: &[u32], e: ToolError) -> ToolError
     e
 }
 
+/// The attach reply: CUPTI, the driver, what is traced, counted and sampled, notes.
+fn attach_reply(
+    c: &Cupti,
+    version: u32,
+    cuda: &CudaInfo,
+    plan: &Plan,
+    t0: Instant,
+) -> serde_json::Value {
+    serde_json::json!({
+        "cupti": c.path.display().to_string(),
+        "cupti_version": version,
+        "driver_version": cuda.driver_version,
+        "kinds": plan.kind_names(),
+        "enable_us": t0.elapsed().as_micros() as u64,
+        "notes": plan.notes,
+        "left_out": plan.left_out,
+        "counters": plan.counters.as_ref().map(|cp| {
+            cp.counters.iter().map(|x| [x.name.clone(), x.metric.clone()]).collect::<Vec<_>>()
+        }),
+        "spm": plan.spm.as_ref().map(|sp| {
+            sp.counters.iter().map(|x| [x.name.clone(), x.metric.clone()]).collect::<Vec<_>>()
+        }),
+    })
+}
+
 impl CuptiBackend {
     fn load(plan: &Plan) -> Result<&'static Cupti, ToolError> {
         if let Some(c) = CUPTI.get() {
@@ -314,6 +341,16 @@ impl CuptiBackend {
                 return Err(undo(c, sub, &enabled, e));
             }
         }
+        // Sampling starts before the database is created: a refusal writes nothing.
+        let spm = match plan
+            .spm
+            .as_ref()
+            .map(|sp| crate::spm::Sampler::start(c, sp))
+        {
+            Some(Err(e)) => return Err(undo(c, sub, &enabled, e)),
+            Some(Ok(s)) => Some(s),
+            None => None,
+        };
         let (offset, offset_width) = session_clock(c, &mut plan);
         let cuda = cuda::query();
         let init = boottime_ns();
@@ -335,29 +372,20 @@ impl CuptiBackend {
         let mut sink = match Sink::create(&plan.db, &cuda, &header) {
             Ok(s) => s,
             Err(e) => {
+                spm.into_iter().for_each(|sp| drop(sp.stop(c)));
                 return Err(undo(
                     c,
                     sub,
                     &enabled,
                     write_failed(&plan.db, &e.to_string()),
-                ))
+                ));
             }
         };
         if let Err(e) = self.start_counting(c, &plan, &mut sink, counters_setup_us) {
+            spm.into_iter().for_each(|sp| drop(sp.stop(c)));
             return Err(undo(c, sub, &enabled, e));
         }
-        let reply = serde_json::json!({
-            "cupti": c.path.display().to_string(),
-            "cupti_version": version,
-            "driver_version": cuda.driver_version,
-            "kinds": plan.kind_names(),
-            "enable_us": t0.elapsed().as_micros() as u64,
-            "notes": plan.notes,
-            "left_out": plan.left_out,
-            "counters": plan.counters.as_ref().map(|cp| {
-                cp.counters.iter().map(|x| [x.name.clone(), x.metric.clone()]).collect::<Vec<_>>()
-            }),
-        });
+        let reply = attach_reply(c, version, &cuda, &plan, t0);
         *lock(&FINISHED_AT_EXIT) = None;
         crate::exit::arm();
         *lock(&SESSION) = Some(Session {
@@ -370,6 +398,7 @@ impl CuptiBackend {
             sink: Some(sink),
             sink_error: None,
             counter_report: None,
+            spm,
         });
         Ok(reply)
     }
@@ -438,6 +467,9 @@ impl CuptiBackend {
             return;
         };
         self.finish_counting(s, false);
+        if let Some(sp) = s.spm.as_mut() {
+            sp.poll(s.cupti);
+        }
         // A default flush: CUPTI hands over every buffer whose records are all complete, full
         // or not (what its documentation suggests doing at a regular interval from a thread of
         // one's own), so rows arrive within a tick of their end rather than when a buffer fills.
@@ -478,6 +510,7 @@ impl CuptiBackend {
         self.finish_counting(&mut s, true);
         crate::exit::disarm();
         let c = s.cupti;
+        let samples = s.spm.map(|sp| sp.stop(c));
         let t0 = Instant::now();
         // SAFETY: plain CUPTI calls; the subscriber came from cuptiSubscribe.
         unsafe {
@@ -500,6 +533,10 @@ impl CuptiBackend {
                 return Err(write_failed(&s.plan.db, &e));
             }
         };
+        if let (Some(sp), Some(samples)) = (&s.plan.spm, &samples) {
+            sink.write_spm(&sp.counters, samples)
+                .map_err(|e| write_failed(&s.plan.db, &e.to_string()))?;
+        }
         let counts = sink
             .add(rows, &name)
             .and_then(|()| sink.finish(boottime_ns(), &extdata, &name))
@@ -510,6 +547,7 @@ impl CuptiBackend {
             "allocations": counts.allocations, "dropped": counts.dropped, "late": counts.late,
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
             "counters": s.counter_report,
+            "spm_samples": samples.as_ref().map(Vec::len),
         }))
     }
 }

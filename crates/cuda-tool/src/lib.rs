@@ -23,6 +23,7 @@ pub mod records;
 pub mod server;
 pub mod sink;
 pub mod sock;
+pub mod spm;
 
 use std::ffi::{c_char, c_int, CStr};
 use std::io;

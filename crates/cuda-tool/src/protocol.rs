@@ -67,7 +67,7 @@
 //! `cupti-held` (CUPTI error 39 from `cuptiSubscribe`, `cuptiActivityRegisterCallbacks` or
 //! `cuptiActivityEnable`: another profiler holds CUPTI), `cupti-old` (`cuptiGetVersion` below
 //! 18 = CUDA 12.0, or a CUPTI function missing), `counters-denied` (the driver or sandbox denies
-//! GPU counters), `unsupported` (an option CUDA cannot do such as SPM or PC sampling, a counter
+//! GPU counters), `unsupported` (an option CUDA cannot do such as PC sampling, a counter
 //! with no NVIDIA equivalent or a set needing several passes, no tracing option at all, a bad `ROCPROF_ATTACH_DB` or
 //! `ROCPROF_ATTACH_BUFFER_BYTES`, an unknown message), `permission` (peer check), `internal`
 //! (`detach` while not attached, the database directory not writable by the target, the
@@ -267,6 +267,8 @@ pub struct Plan {
     pub left_out: Vec<&'static str>,
     /// Per-kernel counters (`--pmc`): [`crate::pmc`].
     pub counters: Option<crate::metrics::CounterPlan>,
+    /// The `--spm` counters sampled over time (PM sampling).
+    pub spm: Option<crate::spm::SpmPlan>,
 }
 
 impl Plan {
@@ -292,8 +294,7 @@ impl Plan {
 
 /// Options that ask for something the CUDA backend cannot do: `(variable, what it asks for)`;
 /// refused when the variable is set to anything but a false value, `none` or empty.
-const UNSUPPORTED: [(&str, &str); 5] = [
-    ("ROCPROF_SPM_COUNTER_COLLECTION", "SPM counter sampling"),
+const UNSUPPORTED: [(&str, &str); 4] = [
     (
         "ROCPROF_PC_SAMPLING_METHOD",
         "PC sampling (--pc-sampling-*)",
@@ -358,6 +359,7 @@ impl AttachRequest {
                 .get("ROCPROF_DEMANGLE_KERNELS")
                 .is_none_or(|v| truthy(v)),
             counters: crate::metrics::counter_plan(&self.env)?,
+            spm: crate::spm::spm_plan(&self.env)?,
             notes: Vec::new(),
             left_out: self.left_out(),
         };
@@ -365,7 +367,7 @@ impl AttachRequest {
         if plan.markers {
             plan.notes.push("CUPTI sees NVTX ranges only when the process was started with NVTX injection (NVTX_INJECTION64_PATH); without it no marker rows may arrive".into());
         }
-        if plan.kind_names().is_empty() && plan.counters.is_none() {
+        if plan.kind_names().is_empty() && plan.counters.is_none() && plan.spm.is_none() {
             return Err(ToolError::new(
                 Code::Unsupported,
                 "attach enables no tracing: none of ROCPROF_KERNEL_TRACE, ROCPROF_MEMORY_COPY_TRACE, ROCPROF_HIP_RUNTIME_API_TRACE, ROCPROF_MEMORY_ALLOCATION_TRACE, ROCPROF_MARKER_API_TRACE is 1; pass a tracing option such as --kernel-trace",

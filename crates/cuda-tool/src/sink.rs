@@ -205,6 +205,33 @@ impl Sink {
         Ok(ids)
     }
 
+    /// Writes the `--spm` samples to `rocpd_spm_sample` (docs/output.md, "Sampled counters"):
+    /// one row per sample and counter, on the session's clock, agent = the first GPU.
+    pub fn write_spm(
+        &mut self,
+        counters: &[Counter],
+        samples: &[crate::spm::Sample],
+    ) -> Result<()> {
+        let conn = self.h.writer.connection();
+        conn.execute_batch(crate::spm::TABLE_SQL)?;
+        let mut st = conn.prepare(
+            "INSERT INTO rocpd_spm_sample (agent_id, start, end, counter, metric, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        for s in samples {
+            for (c, v) in counters.iter().zip(&s.values) {
+                st.execute(rusqlite::params![
+                    self.h.first_gpu,
+                    (s.start as i64).saturating_add(self.offset),
+                    (s.end as i64).saturating_add(self.offset),
+                    c.name,
+                    c.metric,
+                    v
+                ])?;
+            }
+        }
+        Ok(())
+    }
+
     /// Rows written so far.
     pub fn counts(&self) -> &Counts {
         &self.counts

@@ -34,8 +34,9 @@ const UNSUPPORTED: [(&str, &str); 2] = [
 ];
 
 /// The switches the CUDA tool maps to CUPTI activity kinds or counters (docs/cuda.md).
-const TRACED: [&str; 7] = [
+const TRACED: [&str; 8] = [
     "ROCPROF_COUNTER_COLLECTION",
+    "ROCPROF_SPM_COUNTER_COLLECTION",
     "ROCPROF_KERNEL_TRACE",
     "ROCPROF_MEMORY_COPY_TRACE",
     "ROCPROF_MEMORY_ALLOCATION_TRACE",
@@ -201,7 +202,7 @@ fn refuse_unsupported(pid: i32, env: &EnvList) -> Result<()> {
                 reason: format!(
                     "{option} is not available for CUDA processes (it is a ROCm feature; CUDA targets support \
                      --kernel-trace, --memory-copy-trace, --memory-allocation-trace, --runtime-trace, --hip-trace, \
-                     --marker-trace, --sys-trace and --pmc). Fix: drop {option}"
+                     --marker-trace, --sys-trace, --pmc and --spm). Fix: drop {option}"
                 ),
             });
         }
@@ -212,7 +213,7 @@ fn refuse_unsupported(pid: i32, env: &EnvList) -> Result<()> {
             reason:
                 "none of the options asks for something CUDA can trace. Fix: add --kernel-trace, \
                      --memory-copy-trace, --memory-allocation-trace, --runtime-trace, --hip-trace, \
-                     --marker-trace, --sys-trace or --pmc COUNTER..."
+                     --marker-trace, --sys-trace, --pmc COUNTER... or --spm COUNTER... --spm-beta-enabled"
                     .into(),
         });
     }

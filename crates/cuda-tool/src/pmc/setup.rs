@@ -103,6 +103,38 @@ fn chip_name(c: &Cupti, prof: &Profiler, ordinal: i32) -> Result<CString, ToolEr
     }
 }
 
+/// A PM sampling set's host object, config image and passes.
+pub(crate) type PmConfig = (*mut c_void, Vec<u8>, usize);
+
+/// The host object, config image and passes of a PM sampling set (for [`crate::spm`]).
+pub(crate) fn pm_config(
+    c: &Cupti,
+    prof: &Profiler,
+    chip: &CStr,
+    avail: &[u8],
+    names: &[CString],
+) -> Result<PmConfig, (ToolError, Option<usize>)> {
+    let h = config_of_type(
+        c,
+        prof,
+        profiler::TYPE_PM_SAMPLING,
+        chip,
+        Some(avail),
+        names,
+    )?;
+    Ok((h.host, h.config, h.passes))
+}
+
+/// The chip name of device `ordinal` (for [`crate::spm`]).
+pub(crate) fn chip_name_of(c: &Cupti, prof: &Profiler, ordinal: i32) -> Result<CString, ToolError> {
+    chip_name(c, prof, ordinal)
+}
+
+/// A failed counter call: denied (privileges) or failed (for [`crate::spm`]).
+pub(crate) fn refuse_or_fail_of(c: &Cupti, what: &str, r: i32) -> ToolError {
+    refuse_or_fail(c, what, r)
+}
+
 /// The counter availability image of `ctx` (`cuptiProfilerGetCounterAvailability`).
 fn availability(c: &Cupti, prof: &Profiler, ctx: *mut c_void) -> Result<Vec<u8>, ToolError> {
     let what = "cuptiProfilerGetCounterAvailability";
@@ -129,10 +161,23 @@ fn config_for(
     avail: Option<&[u8]>,
     names: &[CString],
 ) -> Result<Host, (ToolError, Option<usize>)> {
+    config_of_type(c, prof, profiler::TYPE_RANGE_PROFILER, chip, avail, names)
+}
+
+/// A host object of `kind` (range profiler or PM sampling) for `names` on `chip`, with its
+/// config image and passes; the index of a metric CUPTI does not know.
+fn config_of_type(
+    c: &Cupti,
+    prof: &Profiler,
+    kind: std::ffi::c_int,
+    chip: &CStr,
+    avail: Option<&[u8]>,
+    names: &[CString],
+) -> Result<Host, (ToolError, Option<usize>)> {
     // SAFETY: valid parameter structs; `names` and `chip` outlive the calls.
     unsafe {
         let h = profiler::call(prof.host_initialize, |p| {
-            p.profiler_type = profiler::TYPE_RANGE_PROFILER;
+            p.profiler_type = kind;
             p.p_chip_name = chip.as_ptr();
             p.p_counter_availability_image = avail.map_or(std::ptr::null(), |a| a.as_ptr());
         })

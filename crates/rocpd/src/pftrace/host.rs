@@ -413,3 +413,46 @@ fn text(v: ValueRef<'_>) -> String {
         _ => String::new(),
     }
 }
+
+/// The sampled counters (`--spm` on CUDA, table `rocpd_spm_sample`): one counter track per agent
+/// and counter, a point at each sample's start.
+pub fn spm(out: &mut Out, cx: &Ctx<'_, '_>, _sorted: bool) -> Result<Pass> {
+    let conn = cx.src.input.connection();
+    let exists: bool = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'rocpd_spm_sample'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .unwrap_or(false);
+    if !exists {
+        return Ok(Pass::Done);
+    }
+    let sql = format!(
+        "SELECT agent_id, start, counter, value FROM rocpd_spm_sample S WHERE {} ORDER BY start, id",
+        window::sql(&cx.window, "S.start", "S.\"end\"")
+    );
+    let err = cx.err();
+    let mut stmt = conn.prepare(&sql).map_err(&err)?;
+    let mut rows = stmt.query([]).map_err(&err)?;
+    while let Some(r) = rows.next().map_err(&err)? {
+        let agent = opt_col(r, 0).map_err(&err)?.unwrap_or(-1);
+        let start = col(r, 1).map_err(&err)?;
+        let name = text(r.get_ref(2).map_err(&err)?);
+        let value: Option<f64> = r.get(3).map_err(&err)?;
+        let names = &mut out.declared.spm_names;
+        let i = match names.iter().position(|n| *n == name) {
+            Some(i) => i,
+            None => {
+                names.push(name.to_owned());
+                names.len() - 1
+            }
+        };
+        let track = out.track(cx, TrackKey::Spm(agent, i))?;
+        out.seq
+            .event(start, track, Kind::Counter, 0, None, &[], &[], value)?;
+        out.counts.counter_points += 1;
+    }
+    Ok(Pass::Done)
+}

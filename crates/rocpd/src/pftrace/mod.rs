@@ -297,6 +297,15 @@ fn run_passes(
     out.finish()
 }
 
+/// The passes of the host sequence: regions, samples, copies, allocations, sampled counters.
+const HOST_PASSES: [PassFn; 5] = [
+    host::regions,
+    host::samples,
+    host::copies,
+    host::allocations,
+    host::spm,
+];
+
 /// Writes `<name>_results.pftrace` for `dbs` into `out` (committed by the caller).
 pub fn write(
     dbs: &[Input],
@@ -337,20 +346,7 @@ pub fn write(
             let dbs = reader::open_all(paths)?;
             device::write(&dbs, opts, window, files, dest)
         });
-        let host = run_passes(
-            dbs,
-            opts,
-            window,
-            host_file,
-            3,
-            dest,
-            &[
-                host::regions,
-                host::samples,
-                host::copies,
-                host::allocations,
-            ],
-        );
+        let host = run_passes(dbs, opts, window, host_file, 3, dest, &HOST_PASSES);
         let kernels = kernels
             .join()
             .unwrap_or_else(|_| Err(Error::usage("the kernel converter thread panicked")));

@@ -45,6 +45,9 @@ pub enum TrackKey {
     Scratch(i64),
     /// One PMC counter of one agent.
     Pmc(i64, i64),
+    /// One sampled counter (`--spm`, table `rocpd_spm_sample`) of one agent: its index in
+    /// [`Declared::spm_names`].
+    Spm(i64, usize),
 }
 
 /// The process-level identity of one source.
@@ -118,6 +121,8 @@ pub struct Declared {
     seq_bits: u64,
     threads: IdMap<i64, i64>,
     queues: IdMap<i64, IdMap<i64, i64>>,
+    /// The names of the sampled counters of the process being written (`TrackKey::Spm`).
+    pub spm_names: Vec<String>,
 }
 
 impl Declared {
@@ -245,6 +250,13 @@ impl Declared {
                     .unwrap_or("?");
                 named(
                     format!("{} PMC {counter}", agent_name(dims, a, index)),
+                    Some(CounterDescriptor::default()),
+                )
+            }
+            TrackKey::Spm(a, i) => {
+                let counter = self.spm_names.get(i).map_or("?", String::as_str);
+                named(
+                    format!("{} SPM {counter}", agent_name(dims, a, index)),
                     Some(CounterDescriptor::default()),
                 )
             }

@@ -1,0 +1,367 @@
+//! GPU-wide counter time series (`--spm`) through CUPTI's PM sampling (docs/cuda.md, "Sampled
+//! counters"): on the tool's own thread, `SetConfig` and `Start` at attach, the completed samples
+//! decoded and evaluated at every tick, `Stop` and `Disable` at detach. The first sample of a
+//! `Start` is stale (it began before `Start`) and is dropped.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_void, CString};
+
+use crate::cupti::Cupti;
+use crate::metrics::{parse_names, resolve, Counter};
+use crate::profiler::{self, Profiler};
+use crate::protocol::{Code, ToolError};
+
+/// The default sampled set when `--spm` names nothing: single-pass metrics (SM and graphics
+/// engine activity against elapsed cycles).
+pub const DEFAULT_METRICS: [&str; 3] = [
+    "sm__cycles_active.avg",
+    "gr__cycles_active.avg",
+    "gpc__cycles_elapsed.max",
+];
+
+/// The default interval (1 ms: PM sampling at 1 ms cost nothing measurable on the H200).
+pub const DEFAULT_INTERVAL_NS: u64 = 1_000_000;
+
+/// The table of the samples, created by the tool's writer (docs/output.md).
+pub const TABLE_SQL: &str = "CREATE TABLE IF NOT EXISTS rocpd_spm_sample (id INTEGER PRIMARY KEY, agent_id INTEGER, start INTEGER NOT NULL, end INTEGER NOT NULL, counter TEXT NOT NULL, metric TEXT NOT NULL, value REAL)";
+
+/// Samples the counter data image holds between two decodes.
+const MAX_SAMPLES: u32 = 4000;
+
+/// What `--spm` asks for.
+#[derive(Debug, Clone)]
+pub struct SpmPlan {
+    /// The sampled counters (rocprofv3 names mapped as for `--pmc`).
+    pub counters: Vec<Counter>,
+    /// Sample length in ns.
+    pub interval_ns: u64,
+}
+
+/// The `--spm` plan of the attach settings, `None` without `ROCPROF_SPM_COUNTER_COLLECTION`.
+pub fn spm_plan(env: &BTreeMap<String, String>) -> Result<Option<SpmPlan>, ToolError> {
+    let on = env
+        .get("ROCPROF_SPM_COUNTER_COLLECTION")
+        .is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"));
+    if !on {
+        return Ok(None);
+    }
+    let mut names = parse_names(env.get("ROCPROF_SPM_COUNTERS").map_or("", |s| s.as_str()));
+    if names.is_empty() {
+        names = DEFAULT_METRICS.iter().map(|s| s.to_string()).collect();
+    }
+    let counters = names
+        .iter()
+        .map(|n| resolve(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let value: u64 = env
+        .get("ROCPROF_SPM_SAMPLE_INTERVAL")
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let unit = env
+        .get("ROCPROF_SPM_SAMPLE_INTERVAL_UNIT")
+        .map_or("none", |s| s.as_str());
+    if unit == "sclk_cycles" {
+        return Err(ToolError::new(
+            Code::Unsupported,
+            "--spm-sample-interval-unit sclk_cycles has no CUDA counterpart (PM sampling takes a time); nothing was enabled. Fix: drop the unit and give --spm-sample-interval in microseconds",
+        ));
+    }
+    let interval_ns = match (value, unit) {
+        (0, _) => DEFAULT_INTERVAL_NS,
+        (v, "ns" | "nsec") => v,
+        (v, "ms" | "msec") => v.saturating_mul(1_000_000),
+        (v, _) => v.saturating_mul(1_000), // microseconds by default
+    };
+    if interval_ns < 1000 {
+        return Err(ToolError::new(
+            Code::Unsupported,
+            format!("--spm-sample-interval of {interval_ns} ns is below what PM sampling takes on CUDA (1 us); nothing was enabled. Fix: pass --spm-sample-interval 1000 (1 ms, the default) or more"),
+        ));
+    }
+    Ok(Some(SpmPlan {
+        counters,
+        interval_ns,
+    }))
+}
+
+/// One sample: its CUPTI-clock times and one value per counter (scaled).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Start of the sample (cuptiGetTimestamp's clock).
+    pub start: u64,
+    /// End of the sample.
+    pub end: u64,
+    /// One value per counter of the plan.
+    pub values: Vec<f64>,
+}
+
+/// A running PM sampler on one device.
+pub struct Sampler {
+    prof: Profiler,
+    host: *mut c_void,
+    object: *mut c_void,
+    image: Vec<u64>,
+    size: usize,
+    metrics: Vec<CString>,
+    scales: Vec<f64>,
+    stale_dropped: bool,
+    /// The samples decoded so far.
+    pub samples: Vec<Sample>,
+}
+
+fn failed(what: &str, c: &Cupti, r: i32) -> ToolError {
+    ToolError::new(
+        Code::Internal,
+        format!("{what} failed with {}; sampled counters are not collected: attach without --spm, or report this", c.describe(r)),
+    )
+}
+
+/// Device 0's PM sampling counter availability image (the host object takes it).
+fn availability(c: &Cupti, prof: &Profiler) -> Result<Vec<u8>, ToolError> {
+    let what = "cuptiPmSamplingGetCounterAvailability";
+    // SAFETY: size query, then the buffer of that size.
+    unsafe {
+        let p = profiler::call(prof.pm_availability, |p| p.device_index = 0)
+            .map_err(|r| crate::pmc::refuse_or_fail_of(c, what, r))?;
+        let mut image = vec![0u8; p.counter_availability_image_size];
+        profiler::call(prof.pm_availability, |p| {
+            p.device_index = 0;
+            p.counter_availability_image_size = image.len();
+            p.p_counter_availability_image = image.as_mut_ptr();
+        })
+        .map_err(|r| crate::pmc::refuse_or_fail_of(c, what, r))?;
+        Ok(image)
+    }
+}
+
+impl Sampler {
+    /// Configures and starts PM sampling of `plan` on device 0; a refusal (no privileges, an
+    /// unknown metric, a set needing several passes) leaves nothing enabled.
+    pub fn start(c: &Cupti, plan: &SpmPlan) -> Result<Sampler, ToolError> {
+        let prof = *c.profiler.as_ref().map_err(|missing| {
+            ToolError::new(
+                Code::Unsupported,
+                format!("this libcupti lacks the PM sampling API ({}); sampled counters need CUDA 12.6 or later. Fix: point ROCPROF_ATTACH_CUPTI at a newer libcupti, or attach without --spm", missing.join(", ")),
+            )
+        })?;
+        let chip = crate::pmc::chip_name_of(c, &prof, 0)?;
+        let metrics: Vec<CString> = plan
+            .counters
+            .iter()
+            .map(|x| CString::new(x.metric.as_str()).unwrap_or_default())
+            .collect();
+        let avail = availability(c, &prof)?;
+        let (host, config, passes) =
+            crate::pmc::pm_config(c, &prof, &chip, &avail, &metrics).map_err(|(e, bad)| match bad {
+                Some(i) => ToolError::new(
+                    Code::Unsupported,
+                    format!("CUPTI does not know the metric {} for PM sampling on this GPU ({}): {}. Fix: list the metrics with `ncu --query-metrics` and pass one of them", plan.counters[i].metric, chip.to_string_lossy(), e.message),
+                ),
+                None => e,
+            })?;
+        let mut s = Sampler {
+            prof,
+            host,
+            object: std::ptr::null_mut(),
+            image: Vec::new(),
+            size: 0,
+            metrics,
+            scales: plan.counters.iter().map(|x| x.scale).collect(),
+            stale_dropped: false,
+            samples: Vec::new(),
+        };
+        if passes > 1 {
+            s.release();
+            return Err(ToolError::new(
+                Code::Unsupported,
+                format!("these metrics need {passes} passes as a PM sampling set and sampling takes one; nothing was enabled. Fix: sample single-pass metrics such as {}", DEFAULT_METRICS.join(", ")),
+            ));
+        }
+        if let Err(e) = s.enable(c, &config, plan.interval_ns) {
+            s.release();
+            return Err(e);
+        }
+        Ok(s)
+    }
+
+    fn enable(&mut self, c: &Cupti, config: &[u8], interval_ns: u64) -> Result<(), ToolError> {
+        let prof = self.prof;
+        // SAFETY: valid parameter structs; the config, names and image outlive the calls.
+        unsafe {
+            self.object = profiler::call(prof.pm_enable, |p| p.device_index = 0)
+                .map_err(|r| crate::pmc::refuse_or_fail_of(c, "cuptiPmSamplingEnable", r))?
+                .p_pm_sampling_object;
+            let obj = self.object;
+            let names: Vec<*const c_char> = self.metrics.iter().map(|m| m.as_ptr()).collect();
+            self.size = profiler::call(prof.pm_data_size, |p| {
+                p.p_pm_sampling_object = obj;
+                p.p_metric_names = names.as_ptr();
+                p.num_metrics = names.len();
+                p.max_samples = MAX_SAMPLES;
+            })
+            .map_err(|r| failed("cuptiPmSamplingGetCounterDataSize", c, r))?
+            .counter_data_size;
+            self.image = vec![0u64; self.size.div_ceil(8)];
+            self.reset_image(c)?;
+            profiler::call(prof.pm_set_config, |p| {
+                p.p_pm_sampling_object = obj;
+                p.config_size = config.len();
+                p.p_config = config.as_ptr();
+                p.hardware_buffer_size = 512 << 20;
+                p.sampling_interval = interval_ns;
+                p.trigger_mode = profiler::TRIGGER_GPU_TIME_INTERVAL;
+                p.hw_buffer_append_mode = profiler::APPEND_KEEP_LATEST;
+            })
+            .map_err(|r| failed("cuptiPmSamplingSetConfig", c, r))?;
+            profiler::call(prof.pm_start, |p| p.p_pm_sampling_object = obj)
+                .map_err(|r| failed("cuptiPmSamplingStart", c, r))?;
+        }
+        Ok(())
+    }
+
+    fn reset_image(&mut self, c: &Cupti) -> Result<(), ToolError> {
+        let (obj, size, ptr) = (self.object, self.size, self.image.as_mut_ptr() as *mut u8);
+        // SAFETY: our object and image of `size` bytes.
+        unsafe {
+            profiler::call(self.prof.pm_data_init, |p| {
+                p.p_pm_sampling_object = obj;
+                p.counter_data_size = size;
+                p.p_counter_data = ptr;
+            })
+        }
+        .map(|_| ())
+        .map_err(|r| failed("cuptiPmSamplingCounterDataImageInitialize", c, r))
+    }
+
+    /// Decodes the samples completed since the last call and evaluates them (the tool's tick).
+    pub fn poll(&mut self, c: &Cupti) {
+        let (prof, obj, host) = (self.prof, self.object, self.host);
+        let (size, ptr) = (self.size, self.image.as_mut_ptr() as *mut u8);
+        let names: Vec<*const c_char> = self.metrics.iter().map(|m| m.as_ptr()).collect();
+        // SAFETY: our object, image and host object; `names` outlives the calls.
+        let n = unsafe {
+            if profiler::call(prof.pm_decode, |p| {
+                p.p_pm_sampling_object = obj;
+                p.p_counter_data_image = ptr;
+                p.counter_data_image_size = size;
+            })
+            .is_err()
+            {
+                return;
+            }
+            match profiler::call(prof.pm_data_info, |p| {
+                p.p_counter_data_image = ptr;
+                p.counter_data_image_size = size;
+            }) {
+                Ok(p) => p.num_completed_samples,
+                Err(_) => return,
+            }
+        };
+        for i in 0..n {
+            // SAFETY: as above; `i` is below the completed count.
+            let sample = unsafe {
+                let Ok(info) = profiler::call(prof.pm_sample_info, |p| {
+                    p.p_pm_sampling_object = obj;
+                    p.p_counter_data_image = ptr;
+                    p.counter_data_image_size = size;
+                    p.sample_index = i;
+                }) else {
+                    continue;
+                };
+                let mut v = vec![f64::NAN; names.len()];
+                let ok = profiler::call(prof.host_evaluate, |p| {
+                    p.p_host_object = host;
+                    p.p_counter_data_image = ptr;
+                    p.counter_data_image_size = size;
+                    p.range_index = i;
+                    p.pp_metric_names = names.as_ptr();
+                    p.num_metrics = names.len();
+                    p.p_metric_values = v.as_mut_ptr();
+                });
+                if ok.is_err() {
+                    v.fill(f64::NAN);
+                }
+                for (x, s) in v.iter_mut().zip(&self.scales) {
+                    *x *= s;
+                }
+                Sample {
+                    start: info.start_timestamp,
+                    end: info.end_timestamp,
+                    values: v,
+                }
+            };
+            if !self.stale_dropped {
+                self.stale_dropped = true; // sample 0 began before Start
+                continue;
+            }
+            self.samples.push(sample);
+        }
+        if n > 0 {
+            let _ = self.reset_image(c);
+        }
+    }
+
+    /// Stops sampling, decodes the last samples and disables: the samples.
+    pub fn stop(mut self, c: &Cupti) -> Vec<Sample> {
+        let obj = self.object;
+        // SAFETY: our started object.
+        let _ = unsafe { profiler::call(self.prof.pm_stop, |p| p.p_pm_sampling_object = obj) };
+        self.poll(c);
+        self.release();
+        std::mem::take(&mut self.samples)
+    }
+
+    fn release(&mut self) {
+        let (obj, host) = (self.object, self.host);
+        // SAFETY: our object and host object, released once.
+        unsafe {
+            if !obj.is_null() {
+                let _ = profiler::call(self.prof.pm_disable, |p| p.p_pm_sampling_object = obj);
+            }
+            let _ = profiler::call(self.prof.host_deinitialize, |p| p.p_host_object = host);
+        }
+        self.object = std::ptr::null_mut();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn plans_names_the_default_set_and_intervals() {
+        assert!(spm_plan(&env(&[])).unwrap().is_none());
+        let on = ("ROCPROF_SPM_COUNTER_COLLECTION", "1");
+        let p = spm_plan(&env(&[on])).unwrap().unwrap();
+        let metrics: Vec<&str> = p.counters.iter().map(|c| c.metric.as_str()).collect();
+        assert_eq!(metrics, DEFAULT_METRICS);
+        assert_eq!(p.interval_ns, DEFAULT_INTERVAL_NS);
+        let p = spm_plan(&env(&[
+            on,
+            (
+                "ROCPROF_SPM_COUNTERS",
+                "spm: GRBM_COUNT sm__cycles_active.avg",
+            ),
+            ("ROCPROF_SPM_SAMPLE_INTERVAL", "250"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(p.counters[0].metric, "gpc__cycles_elapsed.max");
+        assert_eq!(p.counters[1].name, "sm__cycles_active.avg");
+        assert_eq!(p.interval_ns, 250_000);
+        for bad in [
+            vec![on, ("ROCPROF_SPM_COUNTERS", "spm: SQ_INSTS_VALU")],
+            vec![on, ("ROCPROF_SPM_SAMPLE_INTERVAL_UNIT", "sclk_cycles")],
+        ] {
+            let e = spm_plan(&env(&bad)).unwrap_err();
+            assert!(matches!(e.code, Code::Unsupported), "{}", e.message);
+        }
+    }
+}
