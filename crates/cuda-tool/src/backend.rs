@@ -283,7 +283,7 @@ fn undo(c: &Cupti, sub: *mut c_void, enabled: &[u32], e: ToolError) -> ToolError
 fn attach_reply(
     c: &Cupti,
     version: u32,
-    cuda: &CudaInfo,
+    cuda: &crate::cuda::CudaInfo,
     plan: &Plan,
     t0: Instant,
 ) -> serde_json::Value {
