@@ -245,7 +245,7 @@ impl Sink {
     pub fn commit(&mut self, now: i64, extdata: &serde_json::Value) -> Result<bool> {
         let json = self.process_json(extdata, false);
         self.h.writer.finish_process(now, &json)?;
-        Ok(self.h.writer.commit()?)
+        self.h.writer.commit()
     }
 
     /// `extdata` with the record counts and whether the database was finished.
