@@ -316,6 +316,8 @@ impl CuptiBackend {
             .ok_or_else(|| ToolError::new(Code::Internal, "CUPTI table vanished; attach again"))
     }
 
+    // Long because: the attach is one ordered sequence of CUPTI steps, each undone on failure
+    // by the same `undo`; split, the order and the undo would live in several places.
     fn do_attach(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
         let t0 = Instant::now();
         let mut plan = req.plan()?;
