@@ -127,7 +127,15 @@ fn a_front_end_killed_during_its_attach_call_is_finished_by_its_agent() {
     let pid = t.pid.to_string();
     let tool = tool_lib();
     // The same services as the plain session after it: a reattach may not change them.
-    let args = ["-p", &pid, "--kernel-trace", "-d", s(first.path()), "-t", s(&tool)];
+    let args = [
+        "-p",
+        &pid,
+        "--kernel-trace",
+        "-d",
+        s(first.path()),
+        "-t",
+        s(&tool),
+    ];
     let run = rocprof_attach(&args, &[]);
     // The attach call is running once an agent traces the listener.
     let listener = t.listener();

@@ -305,6 +305,14 @@ fn outcome(
             Ok(d) => ok.push(d),
             Err(e) => {
                 events(failed(a.pid, Stage::Detach, &e));
+                if matches!(e, Error::NoOutput(_)) {
+                    // The conclusion says only detach failures; a tool that could not write
+                    // (ENOSPC) detached, and its reason is said here.
+                    events(Event::Warning {
+                        pid: Some(a.pid),
+                        message: e.to_string(),
+                    });
+                }
                 out.failures.push(Failure {
                     pid: a.pid,
                     stage: Stage::Detach,
