@@ -255,6 +255,8 @@ fn sessions_with_random_front_end_kills_leave_nothing_for_a_person() {
         &[
             "-p",
             &pid,
+            // The services of the sessions before it: a reattach may not change them.
+            "--kernel-trace",
             "-d",
             out.to_str().unwrap(),
             "-o",

@@ -397,14 +397,18 @@ mod tests {
     }
 
     #[test]
-    fn only_absolute_tool_strings_are_compared() {
-        // A bare name is resolved by the target's loader: nothing is read, not even the maps.
+    fn a_bare_name_is_compared_too_and_a_gone_process_says_so() {
+        // A bare name is another string than the earlier attach's path: it is compared like
+        // any other, so the maps are read, and a process that is gone is reported as gone.
         let choice = ToolChoice {
             string: "libmy-profiler.so".into(),
             warnings: Vec::new(),
             source: crate::toolpath::ToolSource::Explicit,
             notes: Vec::new(),
         };
-        assert!(check_reattach(i32::MAX, &choice, None).is_ok());
+        assert!(matches!(
+            check_reattach(i32::MAX, &choice, None),
+            Err(Error::ProcessGone { .. })
+        ));
     }
 }
