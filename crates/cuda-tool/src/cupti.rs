@@ -262,9 +262,14 @@ fn resolve(h: *mut c_void, path: PathBuf) -> Result<Cupti, ToolError> {
     // (CUDA 13 headers); transmuting a data pointer to a function pointer is how dlsym works.
     unsafe {
         use std::mem::transmute as t;
+        let get_version: unsafe extern "C" fn(*mut u32) -> CuptiResult = t(ptrs[0]);
+        let mut version = 0u32;
+        if get_version(&mut version) != 0 {
+            version = 0;
+        }
         Ok(Cupti {
             path,
-            get_version: t::<*mut c_void, _>(ptrs[0]),
+            get_version,
             get_result_string: t::<*mut c_void, _>(ptrs[1]),
             subscribe: t::<*mut c_void, _>(ptrs[2]),
             unsubscribe: t::<*mut c_void, _>(ptrs[3]),
@@ -285,7 +290,7 @@ fn resolve(h: *mut c_void, path: PathBuf) -> Result<Cupti, ToolError> {
                 let p = sym(h, "cuptiEnableCallback");
                 (!p.is_null()).then(|| t::<*mut c_void, _>(p))
             },
-            profiler: crate::profiler::Profiler::resolve(h),
+            profiler: crate::profiler::Profiler::resolve(h, version),
         })
     }
 }

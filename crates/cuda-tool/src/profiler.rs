@@ -9,6 +9,7 @@
 #![allow(missing_docs)]
 
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::cupti::{sym, CuptiResult};
 
@@ -35,24 +36,51 @@ pub const INVALID_METRIC_NAME: CuptiResult = 17;
 /// `CUPTI_ERROR_NOT_SUPPORTED`.
 pub const NOT_SUPPORTED: CuptiResult = 27;
 
-/// A parameter struct whose first field is `structSize` and whose size is the header's
-/// `*_STRUCT_SIZE` (the end of its last field: Rust's size, less tail padding).
+/// The API version of the libcupti this process loaded (`cuptiGetVersion`), which decides how
+/// much of a grown parameter struct [`sized`] declares; 0 until [`Profiler::resolve`].
+static LOADED_VERSION: AtomicU32 = AtomicU32::new(0);
+
+/// The loaded libcupti's API version (0 before [`Profiler::resolve`]).
+pub fn loaded_version() -> u32 {
+    LOADED_VERSION.load(Ordering::Relaxed)
+}
+
+/// A parameter struct whose first field is `structSize`. Its size is the header's
+/// `*_STRUCT_SIZE` (the end of its last field: Rust's size, less tail padding) as the *loaded*
+/// CUPTI knows it: some structs grew fields in later CUPTIs, and a CUPTI given a `structSize`
+/// larger than its own refuses the call with `CUPTI_ERROR_INVALID_PARAMETER` (CUDA 13.0's
+/// CUPTI did so for 13.1's `bAllowDeviceLevelCounters`). A smaller size is what every newer
+/// CUPTI accepts, so a field newer than the loaded CUPTI is simply not declared.
 pub trait Sized_: Default {
-    /// `*_STRUCT_SIZE`.
-    fn struct_size() -> usize;
+    /// `*_STRUCT_SIZE` for a CUPTI of API version `version` (`u32::MAX`: the newest headers).
+    fn struct_size_for(version: u32) -> usize;
+    /// `*_STRUCT_SIZE` of the loaded CUPTI.
+    fn struct_size() -> usize {
+        Self::struct_size_for(loaded_version())
+    }
     /// Sets `structSize`.
     fn set_size(&mut self, n: usize);
 }
 
-/// A zeroed parameter struct with its `structSize` set.
+/// A zeroed parameter struct with its `structSize` set for the loaded CUPTI.
 pub fn sized<T: Sized_>() -> T {
     let mut t = T::default();
     t.set_size(T::struct_size());
     t
 }
 
+/// The end of `field` in a value of a struct: the struct size CUPTI's headers give when
+/// `field` is the last one.
+macro_rules! end_of {
+    ($name:ident, $z:ident, $field:ident) => {
+        std::mem::offset_of!($name, $field) + std::mem::size_of_val(&$z.$field)
+    };
+}
+
+/// A parameter struct: its name, the last field the oldest supported CUPTI (12.6) knows, and
+/// for a struct that grew, each later last field with the first API version that has it.
 macro_rules! params {
-    ($name:ident, $last:ident { $($f:ident : $t:ty),* $(,)? }) => {
+    ($name:ident, $last:ident $(, since $v:literal => $newer:ident)* { $($f:ident : $t:ty),* $(,)? }) => {
         #[repr(C)]
         #[derive(Debug)]
         pub struct $name {
@@ -67,9 +95,14 @@ macro_rules! params {
             }
         }
         impl Sized_ for $name {
-            fn struct_size() -> usize {
+            #[allow(unused_mut, unused_variables)]
+            fn struct_size_for(version: u32) -> usize {
                 let z = Self::default();
-                std::mem::offset_of!($name, $last) + std::mem::size_of_val(&z.$last)
+                let mut n = end_of!($name, z, $last);
+                $(if version >= $v {
+                    n = end_of!($name, z, $newer);
+                })*
+                n
             }
             fn set_size(&mut self, n: usize) {
                 self.struct_size = n;
@@ -80,13 +113,13 @@ macro_rules! params {
 
 params!(ProfilerInitialize, p_priv {});
 params!(GetChipName, p_chip_name { device_index: usize, p_chip_name: *const c_char });
-params!(GetCounterAvailability, b_allow_device_level_counters {
+params!(GetCounterAvailability, p_counter_availability_image, since 130100 => b_allow_device_level_counters {
     ctx: *mut c_void,
     counter_availability_image_size: usize,
     p_counter_availability_image: *mut u8,
     b_allow_device_level_counters: u8,
 });
-params!(HostInitialize, p_single_pass_metric_set_name {
+params!(HostInitialize, p_host_object, since 130500 => p_single_pass_metric_set_name {
     profiler_type: c_int,
     p_chip_name: *const c_char,
     p_counter_availability_image: *const u8,
@@ -128,7 +161,7 @@ params!(HostGetBaseMetrics, num_metrics {
     pp_metric_names: *const *const c_char,
     num_metrics: usize,
 });
-params!(HostGetMetricProperties, metric_collection_scope {
+params!(HostGetMetricProperties, metric_type, since 130500 => metric_collection_scope {
     p_host_object: *mut c_void,
     p_metric_name: *const c_char,
     p_description: *const c_char,
@@ -137,7 +170,7 @@ params!(HostGetMetricProperties, metric_collection_scope {
     metric_type: c_int,
     metric_collection_scope: c_int,
 });
-params!(RpEnable, cache_control_mode {
+params!(RpEnable, p_range_profiler_object, since 130500 => cache_control_mode {
     ctx: *mut c_void,
     p_range_profiler_object: *mut c_void,
     cache_control_mode: c_int,
@@ -197,7 +230,7 @@ params!(PmEnable, p_pm_sampling_object {
     p_pm_sampling_object: *mut c_void,
 });
 params!(PmObject, p_pm_sampling_object { p_pm_sampling_object: *mut c_void });
-params!(PmSetConfig, hw_buffer_append_mode {
+params!(PmSetConfig, trigger_mode, since 130000 => hw_buffer_append_mode {
     p_pm_sampling_object: *mut c_void,
     config_size: usize,
     p_config: *const u8,
@@ -257,13 +290,16 @@ macro_rules! table {
         }
 
         impl Profiler {
-            /// Looks every function up in `h`; the names missing otherwise.
+            /// Looks every function up in `h`, whose API version (`cuptiGetVersion`) is
+            /// `version`: it decides the struct sizes of every later call ([`sized`]); the
+            /// names missing otherwise.
             ///
             /// # Safety
             /// `h` must be a live `dlopen` handle of libcupti, whose functions have the
             /// signatures of the CUDA 13 headers.
             #[allow(clippy::missing_transmute_annotations)]
-            pub unsafe fn resolve(h: *mut c_void) -> Result<Profiler, Vec<&'static str>> {
+            pub unsafe fn resolve(h: *mut c_void, version: u32) -> Result<Profiler, Vec<&'static str>> {
+                LOADED_VERSION.store(version, Ordering::Relaxed);
                 let mut missing = Vec::new();
                 $(let $field = sym(h, $sym);
                 if $field.is_null() {

@@ -312,7 +312,7 @@ fn profiler_params_match_the_cupti_headers() {
     };
     macro_rules! rows {
         ($(($t:ty, $c:literal)),* $(,)?) => {
-            vec![$(($c, <$t as Sized_>::struct_size(), std::mem::size_of::<$t>())),*]
+            vec![$(($c, <$t as Sized_>::struct_size_for(u32::MAX), std::mem::size_of::<$t>())),*]
         };
     }
     let exp: Vec<(&str, usize, usize)> = rows![
@@ -430,4 +430,94 @@ fn profiler_params_match_the_cupti_headers() {
         assert_eq!(line, format!("{ty} {size} {sizeof}"), "{ty}");
     }
     assert_eq!(text.lines().count(), exp.len());
+}
+
+/// The structs that grew after CUDA 12.6 are declared only as far as the loaded CUPTI knows
+/// them: their size for an older version ends at the older last field (the header's
+/// `CUPTI_PROFILER_STRUCT_SIZE(T, field)`), and the newer fields count only from the version
+/// that added them. CUDA 13.0's CUPTI refused a 13.1-sized `GetCounterAvailability` struct.
+#[test]
+fn grown_profiler_params_shrink_for_older_cupti() {
+    use rocprof_cuda_tool::profiler::*;
+    let Some(inc) = headers() else {
+        println!("NOTE: CUPTI headers unavailable; profiler layout test skipped");
+        return;
+    };
+    // (C type, last field for the older CUPTI, version that added the newer field, our sizes
+    // just before and from that version).
+    let rows: Vec<(&str, &str, u32, usize, usize)> = vec![
+        (
+            "CUpti_Profiler_GetCounterAvailability_Params",
+            "pCounterAvailabilityImage",
+            130100,
+            GetCounterAvailability::struct_size_for(130001),
+            GetCounterAvailability::struct_size_for(130100),
+        ),
+        (
+            "CUpti_Profiler_Host_Initialize_Params",
+            "pHostObject",
+            130500,
+            HostInitialize::struct_size_for(130400),
+            HostInitialize::struct_size_for(130500),
+        ),
+        (
+            "CUpti_Profiler_Host_GetMetricProperties_Params",
+            "metricType",
+            130500,
+            HostGetMetricProperties::struct_size_for(130400),
+            HostGetMetricProperties::struct_size_for(130500),
+        ),
+        (
+            "CUpti_RangeProfiler_Enable_Params",
+            "pRangeProfilerObject",
+            130500,
+            RpEnable::struct_size_for(130400),
+            RpEnable::struct_size_for(130500),
+        ),
+        (
+            "CUpti_PmSampling_SetConfig_Params",
+            "triggerMode",
+            130000,
+            PmSetConfig::struct_size_for(28),
+            PmSetConfig::struct_size_for(130000),
+        ),
+    ];
+    let mut c = String::from(
+        "#include <stdio.h>\n#include <stddef.h>\n#include <cupti.h>\n#include <cupti_target.h>\n\
+         #include <cupti_profiler_target.h>\n#include <cupti_profiler_host.h>\n\
+         #include <cupti_range_profiler.h>\n#include <cupti_pmsampling.h>\nint main(void){\n",
+    );
+    for (ty, field, ..) in &rows {
+        c += &format!(
+            "printf(\"{ty} %zu %zu\\n\", (size_t)CUPTI_PROFILER_STRUCT_SIZE({ty}, {field}), (size_t){ty}_STRUCT_SIZE);\n"
+        );
+    }
+    c += "return 0;}\n";
+    let dir = tempfile_dir().join("grown");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, exe) = (dir.join("g.c"), dir.join("g"));
+    std::fs::write(&src, c).unwrap();
+    let out = Command::new("gcc")
+        .arg("-I")
+        .arg(&inc)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("gcc runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+    for ((ty, _, since, older, newer), line) in rows.iter().zip(text.lines()) {
+        assert_eq!(
+            line,
+            format!("{ty} {older} {newer}"),
+            "{ty} (field added in {since})"
+        );
+        assert!(older < newer, "{ty}");
+    }
+    assert_eq!(text.lines().count(), rows.len());
 }
