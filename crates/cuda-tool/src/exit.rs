@@ -17,7 +17,7 @@
 //!   the application handles itself is left alone; a second signal during the wait kills at
 //!   once. In a child forked from the process, the handler does nothing but die.
 //! - SIGKILL and `_exit` run no code: the committed rows are what remains (all but about the
-//!   last second, [`crate::sink::LAG_NS`]).
+//!   last half second: [`crate::sink::LAG_NS`] and a tick).
 //!
 //! Nothing here may crash or hang the exiting process: every wait is bounded, and panics are
 //! caught.

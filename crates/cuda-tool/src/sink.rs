@@ -32,7 +32,7 @@ use crate::pmc::KernelValues;
 use crate::records::{Collected, MARKER_END, MARKER_INSTANTANEOUS, MARKER_START};
 
 /// How far behind the frontier a row must start before it is written (CUPTI time, ns).
-pub const LAG_NS: u64 = 1_000_000_000;
+pub const LAG_NS: u64 = 250_000_000;
 
 /// How long a correlation id's thread and a region id are remembered at least (ns): kernels
 /// and copies arrive within milliseconds of their API call, and correlation ids only repeat

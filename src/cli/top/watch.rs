@@ -2,7 +2,7 @@
 //! them (plan, attach, detach, settle, collect), and the reads of their databases:
 //!
 //! * CUDA processes: one session for the whole view; the tool commits its rows while the window
-//!   runs (about 1 s behind), and each refresh reads the new ones by id;
+//!   runs (about half a second behind), and each refresh reads the new ones by id;
 //! * ROCm processes: rocprofiler-sdk writes its database at detach, so each refresh is a short
 //!   session of its own (attach, the interval, detach, read); the view says what that costs.
 
@@ -147,7 +147,7 @@ impl Watch {
     pub fn sampling(&self, interval: Duration) -> String {
         let mut parts = Vec::new();
         if !self.live.is_empty() {
-            parts.push("CUDA: the tool's rows as it commits them (about 1 s behind)".to_string());
+            parts.push("CUDA: the tool's rows as it commits them (about 0.5 s behind)".to_string());
         }
         if !self.rocm.is_empty() {
             let cost = if self.cost.cycles == 0 {

@@ -440,7 +440,7 @@ fn how_it_ended(c: &super::verify::Contents) -> String {
         (Some(true), _) => "(finished by the tool)".to_string(),
         (Some(false), _) => format!(
             "committed up to {:.1} s into the session: the process ended without running any code \
-             (SIGKILL, _exit, or a signal the tool could not wait for), so the records of about its last second \
+             (SIGKILL, _exit, or a signal the tool could not wait for), so the records of about its last half second \
              are not in it",
             c.span_ns as f64 / 1e9
         ),
