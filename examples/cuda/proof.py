@@ -18,6 +18,7 @@ Phases (each a plain `python3 train.py`, started with no profiler opt-in):
              session of five: target deaths, threads and RSS, sessions complete or finished by
              the agent, anything left for a person, the step time after each killed session
   pmc, pmctorch : counters (--pmc), in proof_counters.py
+  residue  : step time and RSS unattached, after one session and after 20 more
   spm      : sampled counters (--spm) on the transformer, in proof_spm.py
 """
 import random
@@ -463,6 +464,43 @@ def phase_soak(model="transformer"):
         f"{pct(after, .5):.2f} ms ({len(after)} steps); after the soak {pct(tail, .5):.2f} ms ({len(tail)} steps)")
 
 
+def phase_residue(model="transformer"):
+    """What stays behind after sessions end: step time and RSS of a loop never attached (two
+    10 s stretches, for drift), after one session, and after 20 more (4 front ends killed)."""
+    opts = ["--kernel-trace", "--memory-copy-trace", "--runtime-trace"]
+    say(f"\n## {model}: what stays behind after sessions ({' '.join(opts)})")
+    shutil.rmtree("/tmp/pr", ignore_errors=True)
+    p = start(model, "/tmp/r.log", seconds=240)
+    time.sleep(15.0)
+    marks = [("unattached", time.clock_gettime_ns(BOOT), rss_threads(p.pid))]
+    time.sleep(10.0)
+    marks.append(("unattached, 10 s later", time.clock_gettime_ns(BOOT), rss_threads(p.pid)))
+    time.sleep(10.0)
+    end_of = [time.clock_gettime_ns(BOOT)]
+    what = soak_session(p.pid, 0, False, opts, "/tmp/pr")[0]
+    time.sleep(1.0)
+    marks.append((f"after 1 session ({what})", time.clock_gettime_ns(BOOT), rss_threads(p.pid)))
+    time.sleep(10.0)
+    end_of.append(time.clock_gettime_ns(BOOT))
+    outcomes = []
+    for c in range(1, 21):
+        t = time.monotonic()
+        outcomes.append(soak_session(p.pid, c, c % 5 == 0, opts, "/tmp/pr")[0])
+        time.sleep(max(0.0, 2.0 - (time.monotonic() - t)))
+    time.sleep(2.0)
+    marks.append(("after 21 sessions", time.clock_gettime_ns(BOOT), rss_threads(p.pid)))
+    time.sleep(10.0)
+    end_of.append(time.clock_gettime_ns(BOOT))
+    p.kill()
+    steps = steps_of("/tmp/r.log")
+    say(f"- sessions: " + ", ".join(f"{k} {outcomes.count(k)}" for k in sorted(set(outcomes))))
+    ends = [marks[1][1], end_of[0], end_of[1], end_of[2]]
+    for (name, t, (rss, thr)), e in zip(marks, ends):
+        xs = [(b - a) / 1e6 for _, a, b, _ in steps if a >= t and b <= e]
+        say(f"- {name}: step p50 {pct(xs, .5):.2f} ms, p90 {pct(xs, .9):.2f} ms ({len(xs)} steps); "
+            f"RSS {rss / 1024:.0f} MiB, threads {thr}")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     say("# CUDA backend proof")
@@ -491,6 +529,8 @@ def main():
         phase_top_ddp()
     if "soak" in which:
         phase_soak()
+    if "residue" in which:
+        phase_residue()
     if "pmc" in which or "pmctorch" in which:
         sys.path.insert(0, K)
         import proof_counters

@@ -38,7 +38,7 @@ pub(super) fn replace(
     previous: Counters,
 ) -> super::Prepared {
     // Check the new metrics first, with the previous objects still enabled.
-    let host = match host_config(c, &previous.prof, plan, &previous_chip(c, &previous)) {
+    let host = match host_config(c, &previous.prof, plan, &previous_chip(c, &previous), None) {
         Ok(h) => h,
         Err(e) => return Err((e, Some(Box::new(previous)))),
     };
@@ -166,6 +166,10 @@ fn config_for(
 
 /// A host object of `kind` (range profiler or PM sampling) for `names` on `chip`, with its
 /// config image and passes; the index of a metric CUPTI does not know.
+///
+/// The metrics go to CUPTI in one `cuptiProfilerHostConfigAddMetrics` call: CUPTI 13.0 on the
+/// H200 scheduled each call in passes of its own, so three single-pass metrics added one by one
+/// needed three passes (`ncu` reads them in one).
 fn config_of_type(
     c: &Cupti,
     prof: &Profiler,
@@ -174,33 +178,99 @@ fn config_of_type(
     avail: Option<&[u8]>,
     names: &[CString],
 ) -> Result<Host, (ToolError, Option<usize>)> {
-    // SAFETY: valid parameter structs; `names` and `chip` outlive the calls.
+    let h = host_object(c, prof, kind, chip, avail).map_err(|e| (e, None))?;
+    let mut host = Host {
+        host: h,
+        config: Vec::new(),
+        passes: 0,
+    };
+    let ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    // SAFETY: our host object; `ptrs` points into `names`, alive for the call.
+    let added = unsafe {
+        profiler::call(prof.host_add_metrics, |p| {
+            p.p_host_object = h;
+            p.pp_metric_names = ptrs.as_ptr();
+            p.num_metrics = ptrs.len();
+        })
+    };
+    if let Err(r) = added {
+        host.deinit(prof);
+        let bad = first_unknown(c, prof, kind, chip, avail, names);
+        return Err((failed("cuptiProfilerHostConfigAddMetrics", c, r), bad));
+    }
+    match config_image(c, prof, h) {
+        Ok((config, passes)) => {
+            host.config = config;
+            host.passes = passes;
+            Ok(host)
+        }
+        Err(e) => {
+            host.deinit(prof);
+            Err((e, None))
+        }
+    }
+}
+
+/// A fresh host object (`cuptiProfilerHostInitialize`).
+fn host_object(
+    c: &Cupti,
+    prof: &Profiler,
+    kind: std::ffi::c_int,
+    chip: &CStr,
+    avail: Option<&[u8]>,
+) -> Result<*mut c_void, ToolError> {
+    // SAFETY: valid parameter struct; `chip` and `avail` outlive the call.
     unsafe {
-        let h = profiler::call(prof.host_initialize, |p| {
+        profiler::call(prof.host_initialize, |p| {
             p.profiler_type = kind;
             p.p_chip_name = chip.as_ptr();
             p.p_counter_availability_image = avail.map_or(std::ptr::null(), |a| a.as_ptr());
         })
-        .map_err(|r| (failed("cuptiProfilerHostInitialize", c, r), None))?
-        .p_host_object;
-        let host = Host {
-            host: h,
-            config: Vec::new(),
-            passes: 0,
+        .map(|p| p.p_host_object)
+        .map_err(|r| failed("cuptiProfilerHostInitialize", c, r))
+    }
+}
+
+/// The first of `names` that CUPTI refuses on its own (each tried on a host object of its own),
+/// to name it when the whole set was refused.
+fn first_unknown(
+    c: &Cupti,
+    prof: &Profiler,
+    kind: std::ffi::c_int,
+    chip: &CStr,
+    avail: Option<&[u8]>,
+    names: &[CString],
+) -> Option<usize> {
+    names.iter().position(|n| {
+        let Ok(h) = host_object(c, prof, kind, chip, avail) else {
+            return false;
         };
-        for (i, n) in names.iter().enumerate() {
-            let ptr: *const c_char = n.as_ptr();
-            if let Err(r) = profiler::call(prof.host_add_metrics, |p| {
+        let ptr: *const c_char = n.as_ptr();
+        // SAFETY: our host object; `ptr` points into `n`, alive for the call.
+        let refused = unsafe {
+            profiler::call(prof.host_add_metrics, |p| {
                 p.p_host_object = h;
                 p.pp_metric_names = &ptr;
                 p.num_metrics = 1;
-            }) {
-                host.deinit(prof);
-                return Err((failed("cuptiProfilerHostConfigAddMetrics", c, r), Some(i)));
-            }
+            })
         }
+        .is_err();
+        Host {
+            host: h,
+            config: Vec::new(),
+            passes: 0,
+        }
+        .deinit(prof);
+        refused
+    })
+}
+
+/// The config image of host object `h` and the passes it needs.
+fn config_image(c: &Cupti, prof: &Profiler, h: *mut c_void) -> Result<(Vec<u8>, usize), ToolError> {
+    // SAFETY: our host object; `config` outlives the calls that take its pointer.
+    unsafe {
         let size = profiler::call(prof.host_config_size, |p| p.p_host_object = h)
-            .map_err(|r| (failed("cuptiProfilerHostGetConfigImageSize", c, r), None))?
+            .map_err(|r| failed("cuptiProfilerHostGetConfigImageSize", c, r))?
             .config_image_size;
         let mut config = vec![0u8; size];
         profiler::call(prof.host_config_image, |p| {
@@ -208,35 +278,33 @@ fn config_of_type(
             p.config_image_size = size;
             p.p_config_image = config.as_mut_ptr();
         })
-        .map_err(|r| (failed("cuptiProfilerHostGetConfigImage", c, r), None))?;
+        .map_err(|r| failed("cuptiProfilerHostGetConfigImage", c, r))?;
         let passes = profiler::call(prof.host_passes, |p| {
             p.config_image_size = size;
             p.p_config_image = config.as_mut_ptr();
         })
-        .map_err(|r| (failed("cuptiProfilerHostGetNumOfPasses", c, r), None))?
+        .map_err(|r| failed("cuptiProfilerHostGetNumOfPasses", c, r))?
         .num_of_passes;
-        Ok(Host {
-            host: h,
-            config,
-            passes,
-        })
+        Ok((config, passes))
     }
 }
 
 /// The host config for the plan, refused (naming the metric) when CUPTI does not know a name
-/// and (naming the passes) when it needs several passes without kernel replay.
+/// and (naming the passes) when it needs several passes without kernel replay; `avail`: the
+/// GPU's counter availability image (None: CUPTI's defaults).
 fn host_config(
     c: &Cupti,
     prof: &Profiler,
     plan: &CounterPlan,
     chip: &CStr,
+    avail: Option<&[u8]>,
 ) -> Result<Host, ToolError> {
     let names: Vec<CString> = plan
         .counters
         .iter()
         .map(|x| CString::new(x.metric.as_str()).unwrap_or_default())
         .collect();
-    let host = config_for(c, prof, chip, None, &names).map_err(|(e, bad)| match bad {
+    let host = config_for(c, prof, chip, avail, &names).map_err(|(e, bad)| match bad {
         Some(i) => ToolError::new(
             Code::Unsupported,
             format!("CUPTI does not know the metric {} on this GPU ({}): {}. Fix: list the metrics this GPU offers with `rocprof-attach -L -p PID` (or `ncu --query-metrics`) and pass one of them", plan.counters[i].metric, chip.to_string_lossy(), e.message),
@@ -245,7 +313,7 @@ fn host_config(
     })?;
     if host.passes > 1 && !plan.kernel_replay {
         host.deinit(prof);
-        let groups = pass_groups(c, prof, chip, &names);
+        let groups = pass_groups(c, prof, chip, avail, &names);
         return Err(ToolError::new(
             Code::Unsupported,
             format!("these metrics need {} passes ({groups}), and one pass is all a running process gives without replay; nothing was enabled. Fix: count one pass per session, or add --replay-mode kernel --kernel-replay-beta-enabled (CUPTI replays each counted kernel once per pass, saving and restoring its memory: 20-33 ms per kernel on the H200)", host.passes, groups = groups.join("; ")),
@@ -255,13 +323,19 @@ fn host_config(
 }
 
 /// The metrics in single-pass groups, greedily in the order given: "pass 1: a, b".
-fn pass_groups(c: &Cupti, prof: &Profiler, chip: &CStr, names: &[CString]) -> Vec<String> {
+fn pass_groups(
+    c: &Cupti,
+    prof: &Profiler,
+    chip: &CStr,
+    avail: Option<&[u8]>,
+    names: &[CString],
+) -> Vec<String> {
     let mut groups: Vec<Vec<CString>> = Vec::new();
     for n in names {
         let fits = groups.last().is_some_and(|g| {
             let mut trial = g.clone();
             trial.push(n.clone());
-            config_for(c, prof, chip, None, &trial).is_ok_and(|h| {
+            config_for(c, prof, chip, avail, &trial).is_ok_and(|h| {
                 h.deinit(prof);
                 h.passes <= 1
             })
@@ -310,9 +384,9 @@ pub(super) fn create(
     };
     let chip = chip_name(c, &prof, first)?;
     let avail = availability(c, &prof, first_ctx)?;
-    let checked = host_config(c, &prof, plan, &chip)?;
+    let checked = host_config(c, &prof, plan, &chip, Some(&avail))?;
     checked.deinit(&prof);
-    let (names, anchor) = with_anchor(c, &prof, plan, &chip, checked.passes);
+    let (names, anchor) = with_anchor(c, &prof, plan, &chip, &avail, checked.passes);
     let host = config_for(c, &prof, &chip, Some(&avail), &names).map_err(|(e, _)| e)?;
     let mut counters = Counters {
         prof,
@@ -351,6 +425,7 @@ fn with_anchor(
     prof: &Profiler,
     plan: &CounterPlan,
     chip: &CStr,
+    avail: &[u8],
     passes: usize,
 ) -> (Vec<CString>, super::Anchor) {
     let mut names: Vec<CString> = plan
@@ -366,7 +441,7 @@ fn with_anchor(
         return (names, Some((i, true)));
     }
     names.push(CString::new("sm__ctas_launched.sum").expect("no NUL"));
-    let fits = config_for(c, prof, chip, None, &names).is_ok_and(|h| {
+    let fits = config_for(c, prof, chip, Some(avail), &names).is_ok_and(|h| {
         h.deinit(prof);
         h.passes <= passes
     });
