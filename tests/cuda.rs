@@ -265,6 +265,16 @@ fn a_plain_cuda_process_is_traced_and_left_with_nothing_enabled() {
         "one tool thread stays: {:?}",
         t.threads()
     );
+    // CUPTI itself is torn down (cuptiFinalize) at the target's next launch, from the launch's
+    // exit callback: a CUPTI left initialised kept a PyTorch loop 55 % slower on the H200.
+    wait_until(Duration::from_secs(10), || {
+        t.state().contains(" finalized=1")
+    });
+    assert!(
+        t.state().starts_with("subscribed=0 callbacks=0 "),
+        "{}",
+        t.state()
+    );
 }
 
 #[test]
@@ -303,8 +313,9 @@ fn a_second_session_reuses_the_loaded_tool_without_ptrace() {
     )
     .finish();
     let state = t.state();
+    // (The promise itself is gone once CUPTI is torn down after the session: zeroed=0.)
     assert!(
-        state.contains(" zeroed=1 ") && state.contains(" dirty=0 "),
+        state.contains(" dirty=0 "),
         "buffers handed to CUPTI are zeroed: {state}"
     );
     assert_eq!(code, 0, "{second}");
@@ -317,6 +328,10 @@ fn a_second_session_reuses_the_loaded_tool_without_ptrace() {
         "a second database beside the first"
     );
     assert_eq!(t.maps(), maps, "nothing new mapped by the second session");
+    // Each session ends with CUPTI torn down, and the next one starts it again.
+    wait_until(Duration::from_secs(10), || {
+        t.state().contains(" finalized=2")
+    });
 }
 
 #[test]

@@ -120,3 +120,38 @@ fn spm_refuses_denied_counters_and_writes_nothing() {
     assert!(!t.out().join("d_results.db").exists(), "{stderr}");
     assert_eq!(field(&t, "sampling"), "0", "{}", t.state());
 }
+
+/// A bare `--spm` samples the tool's default set (SM and graphics-engine activity against
+/// elapsed cycles), as a person who only wants "how busy is the GPU" types it.
+#[test]
+fn a_bare_spm_samples_the_default_set() {
+    let t = Target::spawn(&[], &[]);
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--spm",
+            "--spm-beta-enabled",
+            "-o",
+            "b",
+            "--attach-duration-msec",
+            "300",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let db = t.out().join("b_results.db");
+    let metrics = query(
+        &db,
+        "SELECT DISTINCT metric FROM rocpd_spm_sample ORDER BY metric",
+    );
+    assert_eq!(
+        metrics,
+        vec![
+            vec!["gpc__cycles_elapsed.max".to_string()],
+            vec!["gr__cycles_active.avg".to_string()],
+            vec!["sm__cycles_active.avg".to_string()],
+        ],
+        "{stderr}"
+    );
+    assert!(count(&db, "SELECT COUNT(*) FROM rocpd_spm_sample") >= 3 * 50);
+    assert_eq!(field(&t, "sampling"), "0", "{}", t.state());
+}

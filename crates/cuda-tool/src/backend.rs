@@ -293,6 +293,7 @@ fn attach_reply(
         "driver_version": cuda.driver_version,
         "kinds": plan.kind_names(),
         "enable_us": t0.elapsed().as_micros() as u64,
+        "teardowns": crate::teardown::done(),
         "notes": plan.notes,
         "left_out": plan.left_out,
         "counters": plan.counters.as_ref().map(|cp| {
@@ -322,6 +323,7 @@ impl CuptiBackend {
         let t0 = Instant::now();
         let mut plan = req.plan()?;
         check_db_dir(&plan.db)?;
+        crate::teardown::cancel();
         let c = Self::load(&plan)?;
         note_cupti_in_use(&mut plan, c);
         let version = cupti_version(c)?;
@@ -521,7 +523,15 @@ impl CuptiBackend {
                 (c.disable)(k as c_int);
             }
             (c.flush_all)(cupti::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-            (c.unsubscribe)(s.subscriber);
+        }
+        // CUPTI is torn down at the application's next launch, unless counters stay
+        // configured for the next --pmc session (they need CUPTI up).
+        // SAFETY: the subscriber came from cuptiSubscribe; every kind is disabled and flushed.
+        let teardown =
+            self.counters.is_none() && unsafe { crate::teardown::request(c, s.subscriber) };
+        if !teardown {
+            // SAFETY: as above.
+            unsafe { (c.unsubscribe)(s.subscriber) };
         }
         let flush_us = t0.elapsed().as_micros() as u64;
         let rows = activity::take_rows();
@@ -550,6 +560,7 @@ impl CuptiBackend {
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
             "counters": s.counter_report,
             "spm_samples": samples.as_ref().map(Vec::len),
+            "teardown": teardown,
         }))
     }
 }

@@ -56,6 +56,10 @@ pub struct Cupti {
     pub set_attribute: Option<unsafe extern "C" fn(c_int, *mut usize, *mut c_void) -> CuptiResult>,
     /// `cuptiEnableCallback(enable, subscriber, domain, cbid)`.
     pub enable_callback: Option<EnableCallback>,
+    /// `cuptiFinalize`, where the library has it ([`crate::teardown`]).
+    pub finalize: Option<unsafe extern "C" fn() -> CuptiResult>,
+    /// The API version `cuptiGetVersion` reported when the library was loaded (0: unknown).
+    pub version: u32,
     /// The counter APIs (range profiler, PM sampling, profiler host), or the names missing.
     pub profiler: Result<crate::profiler::Profiler, Vec<&'static str>>,
 }
@@ -290,6 +294,11 @@ fn resolve(h: *mut c_void, path: PathBuf) -> Result<Cupti, ToolError> {
                 let p = sym(h, "cuptiEnableCallback");
                 (!p.is_null()).then(|| t::<*mut c_void, _>(p))
             },
+            finalize: {
+                let p = sym(h, "cuptiFinalize");
+                (!p.is_null()).then(|| t::<*mut c_void, _>(p))
+            },
+            version,
             profiler: crate::profiler::Profiler::resolve(h, version),
         })
     }

@@ -24,6 +24,7 @@ pub mod server;
 pub mod sink;
 pub mod sock;
 pub mod spm;
+pub mod teardown;
 
 use std::ffi::{c_char, c_int, CStr};
 use std::io;

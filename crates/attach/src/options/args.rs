@@ -117,7 +117,8 @@ pub struct ValueOptions {
     #[arg(long, help_heading = H_COUNTERS, value_name = "MODE", ignore_case = true,
           value_parser = PossibleValuesParser::new(["kernel", "application"]))]
     pub replay_mode: Option<String>,
-    /// SPM counters to sample
+    /// SPM counters to sample; none named on a CUDA process samples SM and graphics-engine
+    /// activity against elapsed cycles (ROCm needs names)
     #[arg(long, help_heading = H_COUNTERS, value_name = "COUNTER", num_args = 0..)]
     pub spm: Option<Vec<String>>,
     /// SPM sampling interval (see --spm-sample-interval-unit)

@@ -136,7 +136,8 @@ impl ProfilerOptions {
     }
 
     pub(super) fn apply_spm(&self, env: &mut EnvList) -> Result<()> {
-        let counters = self.values.spm.as_ref().filter(|s| !s.is_empty());
+        // A bare --spm asks for the default set (CUDA's tool has one; rocprofiler-sdk wants names).
+        let counters = self.values.spm.as_ref();
         let interval = self.values.spm_sample_interval.filter(|i| *i != 0);
         if counters.is_none()
             && interval.is_none()
@@ -161,15 +162,17 @@ impl ProfilerOptions {
         }
         let Some(counters) = counters else {
             return Err(Error::usage(
-                "SPM needs the counters to sample: add --spm COUNTER ...",
+                "--spm-sample-interval needs --spm: add --spm (CUDA: the default set) or --spm COUNTER ...",
             ));
         };
         env.set(Switch::SpmBetaEnabled.var(), "1");
         env.set("ROCPROF_SPM_COUNTER_COLLECTION", "1");
-        env.set(
-            "ROCPROF_SPM_COUNTERS",
-            &format!("spm: {}", counters.join(" ")),
-        );
+        if !counters.is_empty() {
+            env.set(
+                "ROCPROF_SPM_COUNTERS",
+                &format!("spm: {}", counters.join(" ")),
+            );
+        }
         if let Some(i) = interval {
             env.set("ROCPROF_SPM_SAMPLE_INTERVAL", &i.to_string());
         }

@@ -284,7 +284,8 @@ impl Window {
     }
 }
 
-/// `CUpti_CallbackFunc` of the tool's subscriber: records launches while a window is open.
+/// `CUpti_CallbackFunc` of the tool's subscriber: records launches while a window is open, and
+/// runs a detached session's CUPTI teardown at a launch's exit ([`crate::teardown`]).
 ///
 /// # Safety
 /// Called by CUPTI with `cbdata` pointing at a `CUpti_CallbackData` for API domains.
@@ -298,6 +299,9 @@ pub unsafe extern "C" fn on_callback(
         return;
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
+        if (*(cbdata as *const CallbackData)).site == 1 {
+            crate::teardown::on_api_exit(); // a detached session's teardown, if one waits
+        }
         let runtime = domain == crate::cupti::CUPTI_CB_DOMAIN_RUNTIME_API;
         let driver = domain == crate::cupti::CUPTI_CB_DOMAIN_DRIVER_API;
         if !(runtime && RUNTIME_LAUNCHES.contains(&cbid)
