@@ -102,7 +102,13 @@ pub struct Sampler {
     object: *mut c_void,
     image: Vec<u64>,
     size: usize,
-    metrics: Vec<CString>,
+    /// The metric names `kept.2` points into.
+    _metrics: Vec<CString>,
+    /// What the host object, `SetConfig` and `GetCounterDataSize` were given (the availability
+    /// image, the config image, the metric name pointers), kept while sampling runs: CUPTI
+    /// need not copy them, and a target died of SIGSEGV within 400 ms of sampling on the H200
+    /// while they were freed after `Start`.
+    kept: (Vec<u8>, Vec<u8>, Vec<*const c_char>),
     scales: Vec<f64>,
     stale_dropped: bool,
     /// The samples decoded so far.
@@ -165,7 +171,12 @@ impl Sampler {
             object: std::ptr::null_mut(),
             image: Vec::new(),
             size: 0,
-            metrics,
+            kept: (
+                Vec::new(),
+                Vec::new(),
+                metrics.iter().map(|m| m.as_ptr()).collect(),
+            ),
+            _metrics: metrics,
             scales: plan.counters.iter().map(|x| x.scale).collect(),
             stale_dropped: false,
             samples: Vec::new(),
@@ -177,42 +188,46 @@ impl Sampler {
                 format!("these metrics need {passes} passes as a PM sampling set and sampling takes one; nothing was enabled. Fix: sample single-pass metrics such as {}", DEFAULT_METRICS.join(", ")),
             ));
         }
-        if let Err(e) = s.enable(c, &config, plan.interval_ns) {
+        s.kept.0 = avail;
+        s.kept.1 = config;
+        if let Err(e) = s.enable(c, plan.interval_ns) {
             s.release();
             return Err(e);
         }
         Ok(s)
     }
 
-    fn enable(&mut self, c: &Cupti, config: &[u8], interval_ns: u64) -> Result<(), ToolError> {
+    fn enable(&mut self, c: &Cupti, interval_ns: u64) -> Result<(), ToolError> {
         let prof = self.prof;
-        // SAFETY: valid parameter structs; the config, names and image outlive the calls.
+        // SAFETY: valid parameter structs; the config, names and image live as long as `self`.
         unsafe {
             self.object = profiler::call(prof.pm_enable, |p| p.device_index = 0)
                 .map_err(|r| crate::pmc::refuse_or_fail_of(c, "cuptiPmSamplingEnable", r))?
                 .p_pm_sampling_object;
             let obj = self.object;
-            let names: Vec<*const c_char> = self.metrics.iter().map(|m| m.as_ptr()).collect();
-            self.size = profiler::call(prof.pm_data_size, |p| {
-                p.p_pm_sampling_object = obj;
-                p.p_metric_names = names.as_ptr();
-                p.num_metrics = names.len();
-                p.max_samples = MAX_SAMPLES;
-            })
-            .map_err(|r| failed("cuptiPmSamplingGetCounterDataSize", c, r))?
-            .counter_data_size;
-            self.image = vec![0u64; self.size.div_ceil(8)];
-            self.reset_image(c)?;
+            let (names, n_names) = (self.kept.2.as_ptr(), self.kept.2.len());
+            let (config, n_config) = (self.kept.1.as_ptr(), self.kept.1.len());
+            // NVIDIA's order (its PM sampling sample): SetConfig, then the counter data image.
             profiler::call(prof.pm_set_config, |p| {
                 p.p_pm_sampling_object = obj;
-                p.config_size = config.len();
-                p.p_config = config.as_ptr();
+                p.config_size = n_config;
+                p.p_config = config;
                 p.hardware_buffer_size = 512 << 20;
                 p.sampling_interval = interval_ns;
                 p.trigger_mode = profiler::TRIGGER_GPU_TIME_INTERVAL;
                 p.hw_buffer_append_mode = profiler::APPEND_KEEP_LATEST;
             })
             .map_err(|r| failed("cuptiPmSamplingSetConfig", c, r))?;
+            self.size = profiler::call(prof.pm_data_size, |p| {
+                p.p_pm_sampling_object = obj;
+                p.p_metric_names = names;
+                p.num_metrics = n_names;
+                p.max_samples = MAX_SAMPLES;
+            })
+            .map_err(|r| failed("cuptiPmSamplingGetCounterDataSize", c, r))?
+            .counter_data_size;
+            self.image = vec![0u64; self.size.div_ceil(8)];
+            self.reset_image(c)?;
             profiler::call(prof.pm_start, |p| p.p_pm_sampling_object = obj)
                 .map_err(|r| failed("cuptiPmSamplingStart", c, r))?;
         }
@@ -237,7 +252,7 @@ impl Sampler {
     pub fn poll(&mut self, c: &Cupti) {
         let (prof, obj, host) = (self.prof, self.object, self.host);
         let (size, ptr) = (self.size, self.image.as_mut_ptr() as *mut u8);
-        let names: Vec<*const c_char> = self.metrics.iter().map(|m| m.as_ptr()).collect();
+        let names = self.kept.2.clone();
         // SAFETY: our object, image and host object; `names` outlives the calls.
         let n = unsafe {
             if profiler::call(prof.pm_decode, |p| {

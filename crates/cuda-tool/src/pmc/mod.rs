@@ -69,6 +69,9 @@ pub struct Counters {
     key: (Vec<String>, bool),
     host: *mut c_void,
     config: Vec<u8>,
+    /// The counter availability image the host object was made with: kept as long as it,
+    /// since CUPTI need not copy what it is given.
+    _avail: Vec<u8>,
     passes: usize,
     metrics: Vec<CString>,
     objects: Vec<Object>,

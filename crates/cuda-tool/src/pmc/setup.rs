@@ -393,6 +393,7 @@ pub(super) fn create(
         key,
         host: host.host,
         config: host.config,
+        _avail: avail,
         passes: host.passes,
         metrics: names,
         objects: Vec::new(),
