@@ -30,12 +30,18 @@ struct Target {
 
 impl Target {
     fn spawn(args: &[&str]) -> Target {
+        Target::spawn_with(args, &[])
+    }
+
+    /// A stand-in with `env` added (a job's rank variables, say).
+    fn spawn_with(args: &[&str], env: &[(&str, &str)]) -> Target {
         let s = cuda::build_standins();
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(&s.target)
             .arg("--with-cupti")
             .arg(&s.libcupti)
             .args(args)
+            .envs(env.iter().copied())
             .env("FAKE_CUPTI_STATE", dir.path().join("state"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -580,6 +586,33 @@ fn the_process_whose_gpu_idles_most_stands_out() {
     let header = top.until("a kernel table", |l| l.trim_start().starts_with("LAUNCHES"));
     for t in [&busy, &idle] {
         assert!(header.contains(&format!("PID_{}_MS", t.pid)), "{header}");
+    }
+    top.signal(nix::sys::signal::Signal::SIGTERM);
+    let (_, code, stderr) = top.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// The ranks of a torchrun job (`RANK` in each process's environment) are labelled by rank, as
+/// MPI and Slurm ranks are: the CUDA tool keeps the rank variables in the process row.
+#[test]
+fn torchrun_ranks_are_labelled_by_rank() {
+    let r0 = Target::spawn_with(
+        &["--step-us", "2000"],
+        &[("RANK", "0"), ("WORLD_SIZE", "2")],
+    );
+    let r1 = Target::spawn_with(
+        &["--step-us", "2000"],
+        &[("RANK", "1"), ("WORLD_SIZE", "2")],
+    );
+    let pids = format!("{},{}", r0.pid, r1.pid);
+    let mut top = Top::spawn(&["-p", &pids, "--batch", "--interval", "300ms"]);
+    for (t, rank) in [(&r0, "0"), (&r1, "1")] {
+        let line = top.until("a ranked process row", |l| {
+            l.split_whitespace().next() == Some(&t.pid.to_string())
+                && l.split_whitespace().nth(1) != Some("-")
+        });
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(f[1], rank, "{line}");
     }
     top.signal(nix::sys::signal::Signal::SIGTERM);
     let (_, code, stderr) = top.finish();

@@ -202,7 +202,7 @@ impl Header {
             init: session.init,
             fini: session.fini,
             command: command_line(),
-            environment: String::new(),
+            environment: rank_environment(),
             extdata: session.extdata.to_string(),
         })?;
         w.agent(&cpu_agent())?;
@@ -304,5 +304,35 @@ mod tests {
         assert_eq!(copy_operation(2).0, "MEMORY_COPY_DEVICE_TO_HOST");
         assert_eq!(copy_operation(8).0, "MEMORY_COPY_DEVICE_TO_DEVICE");
         assert_eq!(copy_operation(0).0, "MEMORY_COPY_NONE");
+    }
+}
+
+/// The variables of the process's environment that say which rank of a job it is (MPI,
+/// Slurm, torchrun), as a JSON object: `summary` and `top` label ranks with them. Only these:
+/// the rest of an environment (tokens, keys) has no place in a profile.
+fn rank_environment() -> String {
+    const RANK_VARS: [&str; 13] = [
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "PMIX_RANK",
+        "MV2_COMM_WORLD_RANK",
+        "SLURM_PROCID",
+        "SLURM_NTASKS",
+        "MPI_RANK",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+    ];
+    let vars: serde_json::Map<String, serde_json::Value> = RANK_VARS
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v.into())))
+        .collect();
+    if vars.is_empty() {
+        String::new()
+    } else {
+        serde_json::Value::Object(vars).to_string()
     }
 }

@@ -168,7 +168,7 @@ pub fn page(
 }
 
 /// The MPI rank of a process, from its environment as stored in the database (Open MPI,
-/// MPICH/PMI, PMIx, MVAPICH, Slurm, or rocprofv3's `MPI_RANK`).
+/// MPICH/PMI, PMIx, MVAPICH, Slurm, rocprofv3's `MPI_RANK`, or torchrun's `RANK`).
 pub fn rank_of(src: &Source<'_>) -> Option<i64> {
     let t = src.table("rocpd_info_process")?;
     let env: String = src
@@ -188,6 +188,7 @@ pub fn rank_of(src: &Source<'_>) -> Option<i64> {
         "SLURM_PROCID",
         "MPI_RANK",
         "MPI_RANKID",
+        "RANK", // torchrun (torch.distributed)
     ]
     .iter()
     .find_map(|k| {
