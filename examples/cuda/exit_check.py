@@ -49,14 +49,21 @@ def one(how):
     if os.path.exists(db):
         c = sqlite3.connect(db)
         row["kernels"] = c.execute("SELECT count(*) FROM rocpd_kernel_dispatch").fetchone()[0]
-        row["finished"], row["ended_by"] = c.execute(
-            "SELECT json_extract(extdata, '$.finished'), json_extract(extdata, '$.ended_by') "
-            "FROM rocpd_info_process").fetchone()
+        row["finished"], row["ended_by"], committed, delivered = c.execute(
+            "SELECT json_extract(extdata, '$.finished'), json_extract(extdata, '$.ended_by'), "
+            "end, json_extract(extdata, '$.delivered_through_ns') FROM rocpd_info_process").fetchone()
         last_kernel = c.execute("SELECT max(end) FROM rocpd_kernel_dispatch").fetchone()[0] or 0
         steps = [l.split() for l in open(log) if l.startswith("step ")]
         last_step = max(int(s[3]) for s in steps)
         row["steps_after_attach"] = sum(1 for s in steps if int(s[2]) > t0)
         row["gap_s"] = round((last_step - last_kernel) / 1e9, 3)
+        # The gap in parts: the last commit's time before the last step (the tool's tick), the
+        # newest delivered row before that commit (CUPTI's delivery), the last kernel written
+        # before the newest delivered row (our ordering lag).
+        if committed and delivered:
+            row["last_commit_before_last_step_s"] = round((last_step - committed) / 1e9, 3)
+            row["delivered_before_commit_s"] = round((committed - delivered) / 1e9, 3)
+            row["written_before_delivered_s"] = round((delivered - last_kernel) / 1e9, 3)
         s = subprocess.run([RPA, "summary", "-i", db], capture_output=True, text=True)
         v = subprocess.run([RPA, "convert", "-i", db, "-f", "pftrace", "-d", d, "-o", "conv"],
                            capture_output=True, text=True)

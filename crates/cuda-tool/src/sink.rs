@@ -256,6 +256,12 @@ impl Sink {
             o.insert("ignored_records".into(), self.counts.ignored.into());
             o.insert("late_records".into(), self.counts.late.into());
             o.insert("finished".into(), finished.into());
+            // How far the delivered rows reach (the newest start CUPTI has handed over, on the
+            // database's clock): with the process's end (the commit's time) it tells how much
+            // of a SIGKILLed process's last moments CUPTI had not delivered yet.
+            if self.frontier > 0 {
+                o.insert("delivered_through_ns".into(), self.ts(self.frontier).into());
+            }
         }
         json.to_string()
     }
