@@ -155,3 +155,34 @@ fn a_bare_spm_samples_the_default_set() {
     assert!(count(&db, "SELECT COUNT(*) FROM rocpd_spm_sample") >= 3 * 50);
     assert_eq!(field(&t, "sampling"), "0", "{}", t.state());
 }
+
+/// Samples whose clock is not CUPTI's timestamp clock (on the H200, 20 days apart in a session
+/// without activity tracing) are placed by their own `Start`: they fall inside the session.
+#[test]
+fn samples_on_another_clock_are_placed_by_their_start() {
+    let t = Target::spawn(&[], &[("FAKE_PM_CLOCK_SHIFT_NS", "-1800000000000000")]);
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--spm",
+            "--spm-beta-enabled",
+            "-o",
+            "c",
+            "--attach-duration-msec",
+            "300",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let db = t.out().join("c_results.db");
+    let rows = query(
+        &db,
+        "SELECT MIN(s.start) >= p.init - 10000000, MAX(s.end) <= p.fini + 10000000, COUNT(*) \
+         FROM rocpd_spm_sample s, rocpd_info_process p",
+    );
+    assert_eq!(
+        rows[0][0], "1",
+        "samples start inside the session: {rows:?}"
+    );
+    assert_eq!(rows[0][1], "1", "samples end inside the session: {rows:?}");
+    assert!(rows[0][2].parse::<i64>().unwrap() >= 3 * 50, "{rows:?}");
+}

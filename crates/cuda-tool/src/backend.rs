@@ -376,7 +376,7 @@ impl CuptiBackend {
         let mut sink = match Sink::create(&plan.db, &cuda, &header) {
             Ok(s) => s,
             Err(e) => {
-                spm.into_iter().for_each(|sp| drop(sp.stop(c)));
+                spm.into_iter().for_each(|sp| drop(sp.stop(c, 0)));
                 return Err(undo(
                     c,
                     sub,
@@ -386,7 +386,7 @@ impl CuptiBackend {
             }
         };
         if let Err(e) = self.start_counting(c, &plan, &mut sink, counters_setup_us) {
-            spm.into_iter().for_each(|sp| drop(sp.stop(c)));
+            spm.into_iter().for_each(|sp| drop(sp.stop(c, 0)));
             return Err(undo(c, sub, &enabled, e));
         }
         let reply = attach_reply(c, version, &cuda, &plan, t0);
@@ -514,7 +514,9 @@ impl CuptiBackend {
         self.finish_counting(&mut s, true);
         crate::exit::disarm();
         let c = s.cupti;
-        let samples = s.spm.map(|sp| sp.stop(c));
+        let samples = s
+            .spm
+            .map(|sp| sp.stop(c, s.sink.as_ref().map_or(0, Sink::offset)));
         let t0 = Instant::now();
         // SAFETY: plain CUPTI calls; the subscriber came from cuptiSubscribe.
         unsafe {
@@ -545,8 +547,8 @@ impl CuptiBackend {
                 return Err(write_failed(&s.plan.db, &e));
             }
         };
-        if let (Some(sp), Some(samples)) = (&s.plan.spm, &samples) {
-            sink.write_spm(&sp.counters, samples)
+        if let (Some(sp), Some((samples, offset))) = (&s.plan.spm, &samples) {
+            sink.write_spm(&sp.counters, samples, *offset)
                 .map_err(|e| write_failed(&s.plan.db, &e.to_string()))?;
         }
         let counts = sink
@@ -559,7 +561,7 @@ impl CuptiBackend {
             "allocations": counts.allocations, "dropped": counts.dropped, "late": counts.late,
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
             "counters": s.counter_report,
-            "spm_samples": samples.as_ref().map(Vec::len),
+            "spm_samples": samples.as_ref().map(|(v, _)| v.len()),
             "teardown": teardown,
         }))
     }

@@ -206,11 +206,13 @@ impl Sink {
     }
 
     /// Writes the `--spm` samples to `rocpd_spm_sample` (docs/output.md, "Sampled counters"):
-    /// one row per sample and counter, on the session's clock, agent = the first GPU.
+    /// one row per sample and counter, moved to the database's clock by `offset`
+    /// ([`crate::spm::Sampler::boot_offset`]), agent = the first GPU.
     pub fn write_spm(
         &mut self,
         counters: &[Counter],
         samples: &[crate::spm::Sample],
+        offset: i64,
     ) -> Result<()> {
         let conn = self.h.writer.connection();
         conn.execute_batch(crate::spm::TABLE_SQL)?;
@@ -221,8 +223,8 @@ impl Sink {
             for (c, v) in counters.iter().zip(&s.values) {
                 st.execute(rusqlite::params![
                     self.h.first_gpu,
-                    (s.start as i64).saturating_add(self.offset),
-                    (s.end as i64).saturating_add(self.offset),
+                    (s.start as i64).saturating_add(offset),
+                    (s.end as i64).saturating_add(offset),
                     c.name,
                     c.metric,
                     v
@@ -230,6 +232,11 @@ impl Sink {
             }
         }
         Ok(())
+    }
+
+    /// The offset from CUPTI's timestamp clock to the database's (`CLOCK_BOOTTIME`).
+    pub fn offset(&self) -> i64 {
+        self.offset
     }
 
     /// Rows written so far.

@@ -111,9 +111,18 @@ pub struct Sampler {
     kept: (Vec<u8>, Vec<u8>, Vec<*const c_char>),
     scales: Vec<f64>,
     stale_dropped: bool,
+    /// `CLOCK_BOOTTIME` just after `Start` returned, and the end of the stale first sample
+    /// (which ends at `Start`, on the samples' clock): the samples' own clock offset.
+    started_boot: i64,
+    stale_end: Option<u64>,
     /// The samples decoded so far.
     pub samples: Vec<Sample>,
 }
+
+/// How far the samples' clock may stray from CUPTI's timestamp clock before the samples are
+/// placed by their own `Start` instead (ns). On the H200 the two agreed in a session that also
+/// traced kernels and were 20 days apart in one that did not.
+const CLOCK_TRUST_NS: i64 = 1_000_000_000;
 
 fn failed(what: &str, c: &Cupti, r: i32) -> ToolError {
     ToolError::new(
@@ -179,6 +188,8 @@ impl Sampler {
             _metrics: metrics,
             scales: plan.counters.iter().map(|x| x.scale).collect(),
             stale_dropped: false,
+            started_boot: 0,
+            stale_end: None,
             samples: Vec::new(),
         };
         if passes > 1 {
@@ -230,6 +241,7 @@ impl Sampler {
             self.reset_image(c)?;
             profiler::call(prof.pm_start, |p| p.p_pm_sampling_object = obj)
                 .map_err(|r| failed("cuptiPmSamplingStart", c, r))?;
+            self.started_boot = crate::backend::boottime_ns();
         }
         Ok(())
     }
@@ -307,6 +319,7 @@ impl Sampler {
             };
             if !self.stale_dropped {
                 self.stale_dropped = true; // sample 0 began before Start
+                self.stale_end = Some(sample.end);
                 continue;
             }
             self.samples.push(sample);
@@ -316,14 +329,32 @@ impl Sampler {
         }
     }
 
-    /// Stops sampling, decodes the last samples and disables: the samples.
-    pub fn stop(mut self, c: &Cupti) -> Vec<Sample> {
+    /// Stops sampling, decodes the last samples and disables: the samples, and the offset that
+    /// puts them on `CLOCK_BOOTTIME` given `cupti_offset`, the session's offset of CUPTI's
+    /// timestamp clock ([`Sampler::boot_offset`]).
+    pub fn stop(mut self, c: &Cupti, cupti_offset: i64) -> (Vec<Sample>, i64) {
         let obj = self.object;
         // SAFETY: our started object.
         let _ = unsafe { profiler::call(self.prof.pm_stop, |p| p.p_pm_sampling_object = obj) };
         self.poll(c);
         self.release();
-        std::mem::take(&mut self.samples)
+        let offset = self.boot_offset(cupti_offset);
+        (std::mem::take(&mut self.samples), offset)
+    }
+
+    /// The offset from the samples' clock to `CLOCK_BOOTTIME`: CUPTI's timestamp offset when it
+    /// places the stale sample's end (the `Start`) within [`CLOCK_TRUST_NS`] of when `Start`
+    /// returned, else the offset that puts that end at `Start` (a few ms of uncertainty).
+    pub fn boot_offset(&self, cupti_offset: i64) -> i64 {
+        let Some(end) = self.stale_end else {
+            return cupti_offset;
+        };
+        let by_start = self.started_boot - end as i64;
+        if (by_start - cupti_offset).abs() > CLOCK_TRUST_NS {
+            by_start
+        } else {
+            cupti_offset
+        }
     }
 
     fn release(&mut self) {
