@@ -399,33 +399,13 @@ fn profiler_params_match_the_cupti_headers() {
             "CUpti_PmSampling_CounterData_GetSampleInfo_Params"
         ),
     ];
-    let mut c = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <cupti.h>\n#include <cupti_target.h>\n\
-         #include <cupti_profiler_target.h>\n#include <cupti_profiler_host.h>\n\
-         #include <cupti_range_profiler.h>\n#include <cupti_pmsampling.h>\nint main(void){\n",
-    );
-    for (ty, _, _) in &exp {
-        c += &format!("printf(\"{ty} %zu %zu\\n\", (size_t){ty}_STRUCT_SIZE, sizeof({ty}));\n");
-    }
-    c += "return 0;}\n";
-    let dir = tempfile_dir().join("profiler");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (src, exe) = (dir.join("p.c"), dir.join("p"));
-    std::fs::write(&src, c).unwrap();
-    let out = Command::new("gcc")
-        .arg("-I")
-        .arg(&inc)
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("gcc runs");
-    assert!(
-        out.status.success(),
-        "gcc failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+    let body: String = exp
+        .iter()
+        .map(|(ty, _, _)| {
+            format!("printf(\"{ty} %zu %zu\\n\", (size_t){ty}_STRUCT_SIZE, sizeof({ty}));\n")
+        })
+        .collect();
+    let text = run_counter_c(&inc, "profiler", &body);
     for ((ty, size, sizeof), line) in exp.iter().zip(text.lines()) {
         assert_eq!(line, format!("{ty} {size} {sizeof}"), "{ty}");
     }
@@ -482,35 +462,15 @@ fn grown_profiler_params_shrink_for_older_cupti() {
             PmSetConfig::struct_size_for(130000),
         ),
     ];
-    let mut c = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <cupti.h>\n#include <cupti_target.h>\n\
-         #include <cupti_profiler_target.h>\n#include <cupti_profiler_host.h>\n\
-         #include <cupti_range_profiler.h>\n#include <cupti_pmsampling.h>\nint main(void){\n",
-    );
-    for (ty, field, ..) in &rows {
-        c += &format!(
-            "printf(\"{ty} %zu %zu\\n\", (size_t)CUPTI_PROFILER_STRUCT_SIZE({ty}, {field}), (size_t){ty}_STRUCT_SIZE);\n"
-        );
-    }
-    c += "return 0;}\n";
-    let dir = tempfile_dir().join("grown");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (src, exe) = (dir.join("g.c"), dir.join("g"));
-    std::fs::write(&src, c).unwrap();
-    let out = Command::new("gcc")
-        .arg("-I")
-        .arg(&inc)
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("gcc runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+    let body: String = rows
+        .iter()
+        .map(|(ty, field, ..)| {
+            format!(
+                "printf(\"{ty} %zu %zu\\n\", (size_t)CUPTI_PROFILER_STRUCT_SIZE({ty}, {field}), (size_t){ty}_STRUCT_SIZE);\n"
+            )
+        })
+        .collect();
+    let text = run_counter_c(&inc, "grown", &body);
     for ((ty, _, since, older, newer), line) in rows.iter().zip(text.lines()) {
         assert_eq!(
             line,
@@ -520,4 +480,32 @@ fn grown_profiler_params_shrink_for_older_cupti() {
         assert!(older < newer, "{ty}");
     }
     assert_eq!(text.lines().count(), rows.len());
+}
+
+/// Compiles and runs a C program that includes the counter API headers and whose `main` is
+/// `body`; its standard output.
+fn run_counter_c(inc: &Path, name: &str, body: &str) -> String {
+    let c = format!(
+        "#include <stdio.h>\n#include <stddef.h>\n#include <cupti.h>\n#include <cupti_target.h>\n\
+         #include <cupti_profiler_target.h>\n#include <cupti_profiler_host.h>\n\
+         #include <cupti_range_profiler.h>\n#include <cupti_pmsampling.h>\nint main(void){{\n{body}return 0;}}\n"
+    );
+    let dir = tempfile_dir().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, exe) = (dir.join("p.c"), dir.join("p"));
+    std::fs::write(&src, c).unwrap();
+    let out = Command::new("gcc")
+        .arg("-I")
+        .arg(inc)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("gcc runs");
+    assert!(
+        out.status.success(),
+        "gcc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap()
 }

@@ -184,16 +184,7 @@ fn config_of_type(
         config: Vec::new(),
         passes: 0,
     };
-    let ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
-    // SAFETY: our host object; `ptrs` points into `names`, alive for the call.
-    let added = unsafe {
-        profiler::call(prof.host_add_metrics, |p| {
-            p.p_host_object = h;
-            p.pp_metric_names = ptrs.as_ptr();
-            p.num_metrics = ptrs.len();
-        })
-    };
-    if let Err(r) = added {
+    if let Err(r) = add_metrics(prof, h, names) {
         host.deinit(prof);
         let bad = first_unknown(c, prof, kind, chip, avail, names);
         return Err((failed("cuptiProfilerHostConfigAddMetrics", c, r), bad));
@@ -209,6 +200,20 @@ fn config_of_type(
             Err((e, None))
         }
     }
+}
+
+/// Adds `names` to host object `h` in one `cuptiProfilerHostConfigAddMetrics` call.
+fn add_metrics(prof: &Profiler, h: *mut c_void, names: &[CString]) -> Result<(), i32> {
+    let ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    // SAFETY: `h` is a live host object; `ptrs` points into `names`, alive for the call.
+    unsafe {
+        profiler::call(prof.host_add_metrics, |p| {
+            p.p_host_object = h;
+            p.pp_metric_names = ptrs.as_ptr();
+            p.num_metrics = ptrs.len();
+        })
+    }
+    .map(drop)
 }
 
 /// A fresh host object (`cuptiProfilerHostInitialize`).
@@ -245,16 +250,7 @@ fn first_unknown(
         let Ok(h) = host_object(c, prof, kind, chip, avail) else {
             return false;
         };
-        let ptr: *const c_char = n.as_ptr();
-        // SAFETY: our host object; `ptr` points into `n`, alive for the call.
-        let refused = unsafe {
-            profiler::call(prof.host_add_metrics, |p| {
-                p.p_host_object = h;
-                p.pp_metric_names = &ptr;
-                p.num_metrics = 1;
-            })
-        }
-        .is_err();
+        let refused = add_metrics(prof, h, std::slice::from_ref(n)).is_err();
         Host {
             host: h,
             config: Vec::new(),
