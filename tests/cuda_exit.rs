@@ -159,7 +159,7 @@ fn keeps_what_was_committed(how: &str) {
     assert!(stdout.contains(" rows)"), "{stdout}");
     let kept = count(&db, "SELECT count(*) FROM rocpd_kernel_dispatch");
     assert!(kept > 0 && kept <= n, "{kept} of {n} kernels ({how})");
-    // What is missing is the end: the newest kernel kept started at most 3 s (the 1 s lag, a
+    // What is missing is the end: the newest kernel kept started at most 3 s (the 250 ms lag, a
     // tick, and a tool thread delayed on a loaded 2-core machine) before the last one the
     // target launched would have; half the run is kept at least.
     let span = query(
