@@ -98,6 +98,30 @@ fn spm_samples_the_gpu_every_interval_drops_the_stale_sample_and_stops_at_detach
             "track {name} in the trace"
         );
     }
+    // The HTML summary draws a line per sampled counter.
+    let (code, _, err) = crate::common::rocprof_attach(
+        &[
+            "summary",
+            "-i",
+            db.to_str().unwrap(),
+            "-f",
+            "html",
+            "-d",
+            conv.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .finish();
+    assert_eq!(code, 0, "{err}");
+    let html = std::fs::read_to_string(conv.join("out_summary.html")).unwrap();
+    assert!(
+        html.contains("Sampled counters (--spm)"),
+        "the chart's heading"
+    );
+    assert_eq!(html.matches("<polyline").count(), 2, "one line per counter");
+    for name in ["sm__cycles_active.avg", "gpc__cycles_elapsed.max"] {
+        assert!(html.contains(name), "{name} labelled");
+    }
 }
 
 #[test]

@@ -167,3 +167,74 @@ pub fn timeline(start: i64, end: i64, lanes: &[Lane]) -> String {
     s.push_str("</svg>\n");
     s
 }
+
+/// One sampled counter's series for [`series_chart`]: its name and `(time, value)` points.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Counter name (`sm__cycles_active.avg`).
+    pub name: String,
+    /// Points in time order (ns, any origin) with the value.
+    pub points: Vec<(i64, f64)>,
+}
+
+/// A small line chart per series over `[start, end]` (`--spm` samples): each scaled to its own
+/// maximum, which the label gives.
+pub fn series_chart(start: i64, end: i64, series: &[Series]) -> String {
+    let (label_w, width, row_h) = (260.0, 900.0, 46.0);
+    let h = 30.0 + row_h * series.len().max(1) as f64;
+    let span = (end - start).max(1) as f64;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{h}\" role=\"img\" aria-label=\"sampled counters\">",
+        label_w + width + 10.0
+    );
+    for (i, se) in series.iter().enumerate() {
+        let top = 6.0 + row_h * i as f64;
+        let max = se.points.iter().map(|p| p.1).fold(0.0, f64::max);
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill-opacity=\"0.6\">max {:.4}</text>\
+             <rect x=\"{label_w}\" y=\"{top}\" width=\"{width}\" height=\"{}\" fill=\"#f3f5f9\"/>",
+            label_w - 6.0,
+            top + 16.0,
+            esc(&short(&se.name, 38)),
+            label_w - 6.0,
+            top + 32.0,
+            max,
+            row_h - 8.0
+        );
+        let pts: Vec<String> = se
+            .points
+            .iter()
+            .map(|&(t, v)| {
+                let x = label_w + width * ((t - start) as f64 / span).clamp(0.0, 1.0);
+                let y = top + (row_h - 8.0) * (1.0 - if max > 0.0 { v / max } else { 0.0 });
+                format!("{x:.1},{y:.1}")
+            })
+            .collect();
+        let _ = write!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1\" points=\"{}\"/>",
+            PALETTE[i % PALETTE.len()],
+            pts.join(" ")
+        );
+    }
+    let y = 6.0 + row_h * series.len().max(1) as f64 + 14.0;
+    for k in 0..=4 {
+        let x = label_w + width * k as f64 / 4.0;
+        let anchor = match k {
+            0 => "start",
+            4 => "end",
+            _ => "middle",
+        };
+        let _ = write!(
+            s,
+            "<text x=\"{x:.1}\" y=\"{y}\" text-anchor=\"{anchor}\">+{}</text>",
+            esc(&dur(span * k as f64 / 4.0))
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}

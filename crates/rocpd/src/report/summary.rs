@@ -153,6 +153,11 @@ pub fn page(
         timeline.end,
         &timeline.lanes,
     ));
+    let sampled = spm_series(sources, window);
+    if !sampled.is_empty() {
+        body.push_str("<h2>Sampled counters (--spm)</h2>");
+        body.push_str(&html::series_chart(timeline.start, timeline.end, &sampled));
+    }
     for sec in sections {
         let _ = write!(body, "<h2>{}</h2>", esc(&sec.title));
         if sec.summary.domains.is_empty() {
@@ -165,6 +170,55 @@ pub fn page(
         }
     }
     Ok(html::page("rocprof-attach summary", &body))
+}
+
+/// The most points a sampled counter's line gets (samples are averaged into as many bins).
+const SPM_BINS: i64 = 900;
+
+/// The `--spm` samples of every source (table `rocpd_spm_sample`, docs/output.md), one series
+/// per source and counter, averaged into at most [`SPM_BINS`] bins each; none without the table.
+fn spm_series(sources: &[Source<'_>], window: &MaybeWindow) -> Vec<html::Series> {
+    let mut out = Vec::new();
+    for src in sources {
+        let conn = src.input.connection();
+        let sql = format!(
+            "SELECT counter, MIN(start), MAX(\"end\") FROM rocpd_spm_sample S WHERE {} GROUP BY counter ORDER BY counter",
+            crate::window::sql(window, "S.start", "S.\"end\"")
+        );
+        let Ok(mut st) = conn.prepare(&sql) else {
+            continue; // no table: no samples in this database
+        };
+        let spans: Vec<(String, i64, i64)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map(|rows| rows.filter_map(|r| r.ok()).collect())
+            .unwrap_or_default();
+        for (counter, lo, hi) in spans {
+            let bin = ((hi - lo) / SPM_BINS).max(1);
+            let q = format!(
+                "SELECT (start - ?2) / ?3, AVG(start), AVG(value) FROM rocpd_spm_sample S WHERE counter = ?1 AND {} GROUP BY 1 ORDER BY 1",
+                crate::window::sql(window, "S.start", "S.\"end\"")
+            );
+            let points: Vec<(i64, f64)> = conn
+                .prepare(&q)
+                .and_then(|mut st| {
+                    st.query_map(rusqlite::params![counter, lo, bin], |r| {
+                        Ok((
+                            r.get::<_, f64>(1)? as i64,
+                            r.get::<_, Option<f64>>(2)?.unwrap_or(0.0),
+                        ))
+                    })
+                    .map(|rows| rows.filter_map(|r| r.ok()).collect())
+                })
+                .unwrap_or_default();
+            let name = if sources.len() > 1 {
+                format!("{counter} ({})", src.input.path.display())
+            } else {
+                counter
+            };
+            out.push(html::Series { name, points });
+        }
+    }
+    out
 }
 
 /// The MPI rank of a process, from its environment as stored in the database (Open MPI,
