@@ -147,54 +147,14 @@ pub fn mapped(prefix: &str) -> Vec<PathBuf> {
     out
 }
 
-/// The places libcupti is looked for, in order (after the mapped one). The front end's preflight
-/// looks in the same places (`rocprof_attach_core::cuda::preflight::cupti_candidates`): keep the
-/// two in step.
+/// The places libcupti is looked for, in order (after the mapped one): the shared list of
+/// [`crate::candidates`], over this process's mapped files.
 pub fn candidates(override_path: Option<&Path>) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = Vec::new();
-    if let Some(p) = override_path {
-        v.push(p.to_path_buf());
-    }
-    let names = ["libcupti.so.13", "libcupti.so.12", "libcupti.so"];
-    for rt in mapped("libcudart.so") {
-        if let Some(dir) = rt.parent() {
-            for n in names {
-                v.push(dir.join(n));
-            }
-            for n in names {
-                v.push(dir.join("../../cuda_cupti/lib").join(n));
-            }
-        }
-    }
-    // Python wheels: anything mapped from a site-packages/nvidia tree.
-    let mut roots: Vec<PathBuf> = Vec::new();
-    for line in std::fs::read_to_string("/proc/self/maps")
-        .unwrap_or_default()
-        .lines()
-    {
-        if let Some(path) = line.split_whitespace().nth(5) {
-            if let Some(i) = path.find("/site-packages/nvidia/") {
-                let root = PathBuf::from(&path[..i + "/site-packages/nvidia".len()]);
-                if !roots.contains(&root) {
-                    roots.push(root);
-                }
-            }
-        }
-    }
-    for r in roots {
-        v.push(r.join("cu13/lib/libcupti.so.13"));
-        v.push(r.join("cuda_cupti/lib/libcupti.so.12"));
-    }
-    for dir in [
-        "/usr/local/cuda/lib64",
-        "/usr/local/cuda/targets/x86_64-linux/lib",
-        "/usr/local/cuda/extras/CUPTI/lib64",
-    ] {
-        for n in names {
-            v.push(Path::new(dir).join(n));
-        }
-    }
-    v
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    crate::candidates::cupti_candidates(
+        maps.lines().filter_map(|l| l.split_whitespace().nth(5)),
+        override_path,
+    )
 }
 
 /// Loads libcupti (the mapped one first, then `override_path`, then [`candidates`]) and

@@ -84,50 +84,17 @@ pub struct Facts {
     pub cupti_found: Option<String>,
 }
 
-/// The CUPTI libraries the tool looks for when the process maps none, in its order
-/// (crates/cuda-tool/src/cupti.rs, `candidates`): `ROCPROF_ATTACH_CUPTI`, beside each mapped
-/// libcudart and in the `cuda_cupti` wheel next to it, in the nvidia Python packages mapped, then
-/// the CUDA toolkit under /usr/local/cuda. Paths as the target sees them.
+/// The CUPTI libraries the tool looks for when the process maps none, in its order: the tool's
+/// own list, included from crates/cuda-tool/src/candidates.rs so that the two never disagree.
+#[path = "../../../cuda-tool/src/candidates.rs"]
+mod candidates;
+
+/// [`candidates::cupti_candidates`] over the target's mappings (paths as the target sees them).
 pub fn cupti_candidates(maps: &[Mapping], override_path: Option<&str>) -> Vec<PathBuf> {
-    let names = ["libcupti.so.13", "libcupti.so.12", "libcupti.so"];
-    let mut v: Vec<PathBuf> = override_path.map(PathBuf::from).into_iter().collect();
-    let mut seen: Vec<&str> = Vec::new();
-    for path in maps.iter().filter_map(|m| m.path.as_deref()) {
-        if seen.contains(&path) {
-            continue;
-        }
-        seen.push(path);
-        if file_name(path).starts_with("libcudart.so") {
-            let dir = Path::new(path).parent().unwrap_or(Path::new("/"));
-            v.extend(names.iter().map(|n| dir.join(n)));
-            v.extend(
-                names
-                    .iter()
-                    .map(|n| dir.join("../../cuda_cupti/lib").join(n)),
-            );
-        }
-    }
-    let mut roots: Vec<PathBuf> = Vec::new();
-    for path in seen {
-        if let Some(i) = path.find("/site-packages/nvidia/") {
-            let root = PathBuf::from(&path[..i + "/site-packages/nvidia".len()]);
-            if !roots.contains(&root) {
-                roots.push(root);
-            }
-        }
-    }
-    for r in roots {
-        v.push(r.join("cu13/lib/libcupti.so.13"));
-        v.push(r.join("cuda_cupti/lib/libcupti.so.12"));
-    }
-    for dir in [
-        "/usr/local/cuda/lib64",
-        "/usr/local/cuda/targets/x86_64-linux/lib",
-        "/usr/local/cuda/extras/CUPTI/lib64",
-    ] {
-        v.extend(names.iter().map(|n| Path::new(dir).join(n)));
-    }
-    v
+    candidates::cupti_candidates(
+        maps.iter().filter_map(|m| m.path.as_deref()),
+        override_path.map(std::path::Path::new),
+    )
 }
 
 /// The libcupti the tool would load into `pid`, which maps none: the first of
