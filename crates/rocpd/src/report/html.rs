@@ -151,19 +151,7 @@ pub fn timeline(start: i64, end: i64, lanes: &[Lane]) -> String {
     }
     let y = 8.0 + lane_h * lanes.len().max(1) as f64 + 14.0;
     let span = (end - start).max(0) as f64;
-    for k in 0..=4 {
-        let x = label_w + width * k as f64 / 4.0;
-        let anchor = match k {
-            0 => "start",
-            4 => "end",
-            _ => "middle",
-        };
-        let _ = write!(
-            s,
-            "<text x=\"{x:.1}\" y=\"{y}\" text-anchor=\"{anchor}\">+{}</text>",
-            esc(&dur(span * k as f64 / 4.0))
-        );
-    }
+    time_axis(&mut s, label_w, width, y, span);
     s.push_str("</svg>\n");
     s
 }
@@ -222,6 +210,13 @@ pub fn series_chart(start: i64, end: i64, series: &[Series]) -> String {
         );
     }
     let y = 6.0 + row_h * series.len().max(1) as f64 + 14.0;
+    time_axis(&mut s, label_w, width, y, span);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Five time labels (+0 to +`span`) under a chart of `width` starting at `label_w`, at `y`.
+fn time_axis(s: &mut String, label_w: f64, width: f64, y: f64, span: f64) {
     for k in 0..=4 {
         let x = label_w + width * k as f64 / 4.0;
         let anchor = match k {
@@ -235,6 +230,4 @@ pub fn series_chart(start: i64, end: i64, series: &[Series]) -> String {
             esc(&dur(span * k as f64 / 4.0))
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
