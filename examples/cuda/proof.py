@@ -501,6 +501,35 @@ def phase_residue(model="transformer"):
             f"RSS {rss / 1024:.0f} MiB, threads {thr}")
 
 
+def phase_residue_pmc(model="transformer"):
+    """The step time unattached, then after one --pmc session (whose counters stay configured,
+    so CUPTI stays initialised), then after a tracing session."""
+    say(f"\n## {model}: what stays behind after a --pmc session")
+    shutil.rmtree("/tmp/prp", ignore_errors=True)
+    p = start(model, "/tmp/rp.log", seconds=120)
+    time.sleep(12.0)
+    marks = [("unattached", time.clock_gettime_ns(BOOT), rss_threads(p.pid))]
+    time.sleep(8.0)
+    ends = [time.clock_gettime_ns(BOOT)]
+    r = subprocess.run([RPA, "-p", str(p.pid), "--pmc", "SQ_WAVES", "-d", "/tmp/prp", "-o", "p",
+                        "--attach-duration-msec", "2000"], capture_output=True, text=True)
+    time.sleep(1.0)
+    marks.append((f"after a --pmc session (exit {r.returncode})", time.clock_gettime_ns(BOOT), rss_threads(p.pid)))
+    time.sleep(8.0)
+    ends.append(time.clock_gettime_ns(BOOT))
+    what = soak_session(p.pid, 0, False, ["--kernel-trace"], "/tmp/prp")[0]
+    time.sleep(1.0)
+    marks.append((f"after a --kernel-trace session ({what})", time.clock_gettime_ns(BOOT), rss_threads(p.pid)))
+    time.sleep(8.0)
+    ends.append(time.clock_gettime_ns(BOOT))
+    p.kill()
+    steps = steps_of("/tmp/rp.log")
+    for (name, t, (rss, thr)), e in zip(marks, ends):
+        xs = [(b - a) / 1e6 for _, a, b, _ in steps if a >= t and b <= e]
+        say(f"- {name}: step p50 {pct(xs, .5):.2f} ms, p90 {pct(xs, .9):.2f} ms ({len(xs)} steps); "
+            f"RSS {rss / 1024:.0f} MiB, threads {thr}")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     say("# CUDA backend proof")
@@ -531,6 +560,8 @@ def main():
         phase_soak()
     if "residue" in which:
         phase_residue()
+    if "residue_pmc" in which:
+        phase_residue_pmc()
     if "pmc" in which or "pmctorch" in which:
         sys.path.insert(0, K)
         import proof_counters
