@@ -306,11 +306,11 @@ fn attach_reply(
 }
 
 impl CuptiBackend {
-    fn load(plan: &Plan) -> Result<&'static Cupti, ToolError> {
+    fn load(path: Option<&std::path::Path>) -> Result<&'static Cupti, ToolError> {
         if let Some(c) = CUPTI.get() {
             return Ok(c);
         }
-        let c = cupti::load(plan.cupti.as_deref())?;
+        let c = cupti::load(path)?;
         let _ = CUPTI.set(c);
         CUPTI
             .get()
@@ -324,7 +324,7 @@ impl CuptiBackend {
         let mut plan = req.plan()?;
         check_db_dir(&plan.db)?;
         crate::teardown::cancel();
-        let c = Self::load(&plan)?;
+        let c = Self::load(plan.cupti.as_deref())?;
         note_cupti_in_use(&mut plan, c);
         let version = cupti_version(c)?;
         let sub = subscribe(c)?;
@@ -404,6 +404,37 @@ impl CuptiBackend {
             counter_report: None,
             spm,
         });
+        Ok(reply)
+    }
+
+    /// Lists the metrics of the process's GPUs ([`crate::catalog`]) with no session: nothing
+    /// is enabled, and CUPTI is torn down at the application's next launch as after a detach
+    /// (unless counters stay configured for the next `--pmc` session, or another profiler
+    /// holds CUPTI: then the subscription fails and nothing is torn down).
+    fn do_metrics(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
+        crate::teardown::cancel();
+        let path = req
+            .env
+            .get("ROCPROF_ATTACH_CUPTI")
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| std::path::PathBuf::from(s.trim()));
+        let c = Self::load(path.as_deref())?;
+        let version = cupti_version(c)?;
+        let listed = crate::catalog::list(c, version);
+        let teardown = self.counters.is_none()
+            && subscribe(c).is_ok_and(|sub| {
+                // SAFETY: a fresh subscriber of this CUPTI with nothing enabled.
+                let pending = unsafe { crate::teardown::request(c, sub) };
+                if !pending {
+                    // SAFETY: as above.
+                    unsafe { (c.unsubscribe)(sub) };
+                }
+                pending
+            });
+        let mut reply = listed?;
+        if let Some(o) = reply.as_object_mut() {
+            o.insert("teardown".into(), teardown.into());
+        }
         Ok(reply)
     }
 
@@ -683,6 +714,10 @@ impl Backend for CuptiBackend {
 
     fn detach(&mut self) -> Result<serde_json::Value, ToolError> {
         guarded(|| self.do_detach())
+    }
+
+    fn metrics(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
+        guarded(|| self.do_metrics(req))
     }
 
     fn tick(&mut self) {

@@ -10,6 +10,7 @@
 
 pub mod activity;
 pub mod backend;
+pub mod catalog;
 pub mod cuda;
 pub mod cupti;
 pub mod db;
