@@ -559,6 +559,12 @@ mod tests {
             .message
             .contains("ROCPROF_PC_SAMPLING_METHOD=host_trap"));
         assert_eq!(Message::parse(b"detach\n").unwrap(), Message::Detach);
+        let Ok(Message::Metrics(m)) =
+            Message::parse(b"metrics\nROCPROF_ATTACH_CUPTI=/x/libcupti.so\n")
+        else {
+            panic!("metrics")
+        };
+        assert_eq!(m.env["ROCPROF_ATTACH_CUPTI"], "/x/libcupti.so");
         assert_eq!(ToolError::new(Code::Busy, "a\nb").reply(), "error busy a b");
     }
 }
