@@ -539,3 +539,47 @@ fn list_avail_lists_the_fake_catalog_with_descriptions_and_json_and_leaves_nothi
     assert!(!counter_rows(&t.out().join("after_results.db")).is_empty());
     assert!(t.alive());
 }
+
+#[test]
+fn list_avail_is_refused_during_a_session_and_lists_defaults_when_counters_are_denied() {
+    // Another session in its window: -L is refused as an attach would be, the session unharmed.
+    let t = Target::spawn(&[], &[]);
+    let pid = t.pid.to_string();
+    let tool = crate::cuda::tool();
+    let env = [("ROCPROF_ATTACH_CUDA_TOOL", tool.to_str().unwrap())];
+    let mut first = start(
+        &t,
+        &[
+            "--kernel-trace",
+            "-o",
+            "one",
+            "--attach-duration-msec",
+            "30s",
+        ],
+        &[],
+    );
+    first.wait_for("attached to PID");
+    let (code, out, err) = crate::common::rocprof_attach(&["-L", "-p", &pid], &env).finish();
+    assert_eq!(code, 4, "refused: {out} {err}");
+    assert!(out.is_empty(), "{out}");
+    first.signal(nix::sys::signal::Signal::SIGINT);
+    let (code, _, err) = first.finish();
+    assert_eq!(code, 0, "the session is unharmed: {err}");
+    assert!(t.out().join("one_results.db").is_file());
+
+    // Counters denied: the availability cannot be read, CUPTI's defaults for the chip are listed
+    // with a warning, and nothing is enabled.
+    let t = Target::spawn(&[], &[("FAKE_CUPTI_PROFILING", "denied")]);
+    let pid = t.pid.to_string();
+    let (code, out, err) =
+        crate::common::rocprof_attach(&["-L", "-p", &pid, "--json"], &env).finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("CUPTI's defaults for the chip"), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(doc["chips"][0]["availability"], false, "{doc}");
+    assert_eq!(
+        doc["chips"][0]["metrics"].as_array().map(Vec::len),
+        Some(CATALOG.len())
+    );
+    nothing_stays(&t, "1");
+}
