@@ -196,7 +196,7 @@ fn note_cupti_in_use(plan: &mut Plan, c: &Cupti) {
 }
 
 /// CUPTI's API version, refused below [`cupti::MIN_CUPTI_VERSION`].
-fn cupti_version(c: &Cupti) -> Result<u32, ToolError> {
+pub(crate) fn cupti_version(c: &Cupti) -> Result<u32, ToolError> {
     let mut version = 0u32;
     // SAFETY: valid out pointer.
     let r = unsafe { (c.get_version)(&mut version) };
@@ -306,7 +306,9 @@ fn attach_reply(
 }
 
 impl CuptiBackend {
-    fn load(path: Option<&std::path::Path>) -> Result<&'static Cupti, ToolError> {
+    /// The process's CUPTI: the one loaded already, else `path` or the one found
+    /// ([`cupti::load`]).
+    pub(crate) fn load(path: Option<&std::path::Path>) -> Result<&'static Cupti, ToolError> {
         if let Some(c) = CUPTI.get() {
             return Ok(c);
         }
@@ -404,37 +406,6 @@ impl CuptiBackend {
             counter_report: None,
             spm,
         });
-        Ok(reply)
-    }
-
-    /// Lists the metrics of the process's GPUs ([`crate::catalog`]) with no session: nothing
-    /// is enabled, and CUPTI is torn down at the application's next launch as after a detach
-    /// (unless counters stay configured for the next `--pmc` session, or another profiler
-    /// holds CUPTI: then the subscription fails and nothing is torn down).
-    fn do_metrics(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
-        crate::teardown::cancel();
-        let path = req
-            .env
-            .get("ROCPROF_ATTACH_CUPTI")
-            .filter(|s| !s.trim().is_empty())
-            .map(|s| std::path::PathBuf::from(s.trim()));
-        let c = Self::load(path.as_deref())?;
-        let version = cupti_version(c)?;
-        let listed = crate::catalog::list(c, version);
-        let teardown = self.counters.is_none()
-            && subscribe(c).is_ok_and(|sub| {
-                // SAFETY: a fresh subscriber of this CUPTI with nothing enabled.
-                let pending = unsafe { crate::teardown::request(c, sub) };
-                if !pending {
-                    // SAFETY: as above.
-                    unsafe { (c.unsubscribe)(sub) };
-                }
-                pending
-            });
-        let mut reply = listed?;
-        if let Some(o) = reply.as_object_mut() {
-            o.insert("teardown".into(), teardown.into());
-        }
         Ok(reply)
     }
 
@@ -647,7 +618,7 @@ pub fn finish_at_exit(how: &str) {
 }
 
 /// Subscribes the tool (its callback records launches while counters are collected).
-fn subscribe(c: &Cupti) -> Result<*mut c_void, ToolError> {
+pub(crate) fn subscribe(c: &Cupti) -> Result<*mut c_void, ToolError> {
     let mut sub: *mut c_void = std::ptr::null_mut();
     // SAFETY: valid out pointer and callback.
     let r = unsafe {
@@ -717,7 +688,7 @@ impl Backend for CuptiBackend {
     }
 
     fn metrics(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
-        guarded(|| self.do_metrics(req))
+        guarded(|| crate::catalog::reply(req, self.counters.is_some()))
     }
 
     fn tick(&mut self) {

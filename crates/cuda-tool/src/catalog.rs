@@ -148,35 +148,72 @@ fn properties(c: &Cupti, h: &Host, name: &CStr, kind: usize) -> Result<Metric, T
     }
 }
 
-/// Every base metric of host object `h`, by type then name.
-fn metrics(c: &Cupti, h: &Host) -> Result<Vec<Metric>, ToolError> {
+/// The base metric names of one type on host object `h`.
+fn base_metrics(c: &Cupti, h: &Host, kind: usize) -> Result<Vec<CString>, ToolError> {
+    // SAFETY: our host object; CUPTI's name array lives as long as it and is copied now.
+    unsafe {
+        let p = profiler::call(h.prof.host_base_metrics, |p| {
+            p.p_host_object = h.object;
+            p.metric_type = kind as c_int;
+        })
+        .map_err(|r| failed(c, "cuptiProfilerHostGetBaseMetrics", r))?;
+        if p.pp_metric_names.is_null() {
+            return Ok(Vec::new());
+        }
+        Ok(std::slice::from_raw_parts(p.pp_metric_names, p.num_metrics)
+            .iter()
+            .filter(|n| !n.is_null())
+            .map(|n| CStr::from_ptr(*n).to_owned())
+            .collect())
+    }
+}
+
+/// Every base metric of host object `h`, by type then name, and notes. The counters must list;
+/// a type that does not, or a metric without properties (listed with its name alone), is a
+/// note.
+fn metrics(c: &Cupti, h: &Host) -> Result<(Vec<Metric>, Vec<String>), ToolError> {
     let mut out = Vec::new();
-    for kind in 0..METRIC_TYPES.len() {
-        // SAFETY: our host object; CUPTI's name array lives as long as it and is copied now.
-        let names: Vec<CString> = unsafe {
-            let p = profiler::call(h.prof.host_base_metrics, |p| {
-                p.p_host_object = h.object;
-                p.metric_type = kind as c_int;
-            })
-            .map_err(|r| failed(c, "cuptiProfilerHostGetBaseMetrics", r))?;
-            if p.pp_metric_names.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(p.pp_metric_names, p.num_metrics)
-                    .iter()
-                    .filter(|n| !n.is_null())
-                    .map(|n| CStr::from_ptr(*n).to_owned())
-                    .collect()
+    let mut notes = Vec::new();
+    for (kind, kind_name) in METRIC_TYPES.iter().enumerate() {
+        let names = match base_metrics(c, h, kind) {
+            Ok(n) => n,
+            Err(e) if kind == 0 => return Err(e),
+            Err(e) => {
+                notes.push(format!(
+                    "the {kind_name} metrics are not listed: {}",
+                    e.message
+                ));
+                continue;
             }
         };
-        let mut of_kind = names
+        let mut bare = Vec::new();
+        let mut of_kind: Vec<Metric> = names
             .iter()
-            .map(|n| properties(c, h, n, kind))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|n| {
+                properties(c, h, n, kind).unwrap_or_else(|e| {
+                    bare.push(e.message);
+                    let name = n.to_string_lossy().into_owned();
+                    Metric {
+                        rocprofv3: rocprofv3_names(&name),
+                        name,
+                        kind: kind_name,
+                        unit: String::new(),
+                        hw_unit: String::new(),
+                        description: String::new(),
+                    }
+                })
+            })
+            .collect();
+        if let Some(first) = bare.first() {
+            notes.push(format!(
+                "{} {kind_name} metric(s) are listed without their properties: {first}",
+                bare.len()
+            ));
+        }
         of_kind.sort_by(|a, b| a.name.cmp(&b.name));
         out.extend(of_kind);
     }
-    Ok(out)
+    Ok((out, notes))
 }
 
 /// The counter availability image of `ctx`, or why it was not read (a note).
@@ -187,6 +224,41 @@ fn availability(c: &Cupti, prof: &Profiler, ctx: *mut c_void) -> Result<Vec<u8>,
             e.message
         )
     })
+}
+
+/// Serves `metrics` with no session attached: loads CUPTI (`ROCPROF_ATTACH_CUPTI` when the
+/// process has none), lists ([`list`]), and has CUPTI torn down at the application's next
+/// launch as after a detach ([`crate::teardown`]) unless `counters_kept` (counters stay
+/// configured for the next `--pmc` session) or another profiler holds CUPTI (the subscription
+/// then fails and nothing is torn down). The reply says whether a teardown is pending.
+pub fn reply(
+    req: &crate::protocol::AttachRequest,
+    counters_kept: bool,
+) -> Result<serde_json::Value, ToolError> {
+    crate::teardown::cancel();
+    let path = req
+        .env
+        .get("ROCPROF_ATTACH_CUPTI")
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| std::path::PathBuf::from(s.trim()));
+    let c = crate::backend::CuptiBackend::load(path.as_deref())?;
+    let version = crate::backend::cupti_version(c)?;
+    let listed = list(c, version);
+    let teardown = !counters_kept
+        && crate::backend::subscribe(c).is_ok_and(|sub| {
+            // SAFETY: a fresh subscriber of this CUPTI with nothing enabled.
+            let pending = unsafe { crate::teardown::request(c, sub) };
+            if !pending {
+                // SAFETY: as above.
+                unsafe { (c.unsubscribe)(sub) };
+            }
+            pending
+        });
+    let mut reply = listed?;
+    if let Some(o) = reply.as_object_mut() {
+        o.insert("teardown".into(), teardown.into());
+    }
+    Ok(reply)
 }
 
 /// The `metrics` reply: every chip of the process's devices with its metrics, and notes.
@@ -257,8 +329,9 @@ fn chips(
         };
         let with_avail = avail.is_some();
         let h = host(c, prof, &chip, avail)?;
-        let metrics = metrics(c, &h)?;
+        let (metrics, more) = metrics(c, &h)?;
         drop(h);
+        notes.extend(more);
         out.push(Chip {
             chip: chip.to_string_lossy().into_owned(),
             devices: ordinals,
