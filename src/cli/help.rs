@@ -24,6 +24,7 @@ Examples:
   rocprof-attach --check -p 1234                           can 1234 be attached? (changes nothing)
   rocprof-attach --detach -p 1234                          finish a session left active (after exit 11)
   rocprof-attach --list                                    processes that can be attached
+  rocprof-attach -L -p 1234                                the metrics a CUDA process's GPUs offer
   rocprof-attach summary -i results.db                     summarise a rocpd database
   rocprof-attach convert -i out/*/*.db -f pftrace          a Perfetto trace of every process
   rocprof-attach query -i a.db --query 'SELECT * FROM top_kernels'
