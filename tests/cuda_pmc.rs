@@ -350,3 +350,236 @@ fn a_front_end_killed_while_counting_leaves_nothing_counting_and_the_values_writ
     let (code, _, stderr) = session(&t, &["--pmc", "SQ_WAVES", "--attach-duration-msec", "300"]);
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// `(name, type, description, rocprofv3 names)` of every metric of the fake CUPTI's catalog as
+/// `-L` lists it: the counters by base name (no rollup), one ratio, one throughput
+/// (tests/fixtures/cuda/fake_cupti_profiler.c).
+const CATALOG: [(&str, &str, &str, &str); 13] = [
+    (
+        "dram__bytes_read",
+        "counter",
+        "# of bytes read from DRAM",
+        "FETCH_SIZE (.sum)",
+    ),
+    (
+        "dram__bytes_write",
+        "counter",
+        "# of bytes written to DRAM",
+        "WRITE_SIZE (.sum)",
+    ),
+    (
+        "gpc__cycles_elapsed",
+        "counter",
+        "# of cycles elapsed on GPC",
+        "GRBM_COUNT (.max)",
+    ),
+    (
+        "gr__cycles_active",
+        "counter",
+        "# of cycles where the graphics engine is busy",
+        "GRBM_GUI_ACTIVE (.avg)",
+    ),
+    (
+        "lts__t_sectors_lookup_hit",
+        "counter",
+        "# of L2 sector lookups that hit",
+        "TCC_HIT (.sum)",
+    ),
+    (
+        "lts__t_sectors_lookup_miss",
+        "counter",
+        "# of L2 sector lookups that missed",
+        "TCC_MISS (.sum)",
+    ),
+    ("sm__ctas_launched", "counter", "# of CTAs launched", ""),
+    (
+        "sm__cycles_active",
+        "counter",
+        "# of cycles with at least one warp in flight",
+        "",
+    ),
+    (
+        "sm__warps_launched",
+        "counter",
+        "# of warps launched",
+        "SQ_WAVES (.sum), Wavefronts (.sum)",
+    ),
+    (
+        "smsp__inst_executed",
+        "counter",
+        "# of warp instructions executed",
+        "",
+    ),
+    (
+        "smsp__inst_executed_pipe_uniform",
+        "counter",
+        "# of warp instructions executed by the uniform pipe",
+        "SQ_INSTS_SALU (.sum)",
+    ),
+    (
+        "smsp__inst_executed_per_warp",
+        "ratio",
+        "# of warp instructions executed per warp launched",
+        "",
+    ),
+    ("dram__throughput", "throughput", "DRAM throughput", ""),
+];
+
+/// Nothing of the listing stays: no range profiler, no sampler, no host object, no activity
+/// kind; CUPTI torn down at the target's next launch (`finalized` reaches `finalized`).
+fn nothing_stays(t: &Target, finalized: &str) {
+    crate::common::wait_until(std::time::Duration::from_secs(10), || {
+        field(t, "finalized") == finalized
+    });
+    for (name, want) in [
+        ("profiler", "0"),
+        ("counting", "0"),
+        ("sampling", "0"),
+        ("hosts", "0"),
+        ("subscribed", "0"),
+    ] {
+        assert_eq!(field(t, name), want, "{name}: {}", t.state());
+    }
+    assert_eq!(t.enabled(), Vec::<u32>::new(), "{}", t.state());
+}
+
+#[test]
+fn list_avail_lists_the_fake_catalog_with_descriptions_and_json_and_leaves_nothing_enabled() {
+    let mut t = Target::spawn(&[], &[]);
+    let pid = t.pid.to_string();
+    let tool = crate::cuda::tool();
+    let env = [("ROCPROF_ATTACH_CUDA_TOOL", tool.to_str().unwrap())];
+    // A process with no session: the tool is loaded, lists, and enables nothing.
+    let (code, out, err) = crate::common::rocprof_attach(&["-L", "-p", &pid], &env).finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("process {pid}: chip GH100, device(s) 0"))
+            && out.contains("13 metrics"),
+        "{out}"
+    );
+    for (name, kind, description, rocprofv3) in CATALOG {
+        let row = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {out}"));
+        let cells: Vec<&str> = row
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert!(cells.contains(&kind), "{name} is a {kind}: {row}");
+        assert!(row.ends_with(description), "{name}: {row}");
+        if !rocprofv3.is_empty() {
+            assert!(cells.contains(&rocprofv3), "{name} maps {rocprofv3}: {row}");
+        }
+    }
+    nothing_stays(&t, "1");
+
+    // Again, the tool loaded already, with --json: the documented object.
+    let (code, out, err) =
+        crate::common::rocprof_attach(&["--list-avail", "-p", &pid, "--json"], &env).finish();
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(doc["command"], "list-avail", "{doc}");
+    assert_eq!(doc["exit_code"], 0);
+    assert_eq!(doc["pid"], t.pid);
+    assert_eq!(doc["backend"], "cuda");
+    let chips = doc["chips"].as_array().expect("chips");
+    assert_eq!(chips.len(), 1, "{doc}");
+    assert_eq!(chips[0]["chip"], "GH100");
+    assert_eq!(chips[0]["devices"], serde_json::json!([0]));
+    assert_eq!(
+        chips[0]["availability"], true,
+        "the image of device 0 was used"
+    );
+    let metrics = chips[0]["metrics"].as_array().expect("metrics");
+    assert_eq!(metrics.len(), CATALOG.len(), "{doc}");
+    for (name, kind, description, _) in CATALOG {
+        let m = metrics
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{name} listed: {doc}"));
+        assert_eq!(m["type"], kind, "{m}");
+        assert_eq!(m["description"], description, "{m}");
+    }
+    let warps = metrics
+        .iter()
+        .find(|m| m["name"] == "sm__warps_launched")
+        .unwrap();
+    assert_eq!(
+        warps["rocprofv3"],
+        serde_json::json!([
+            ["SQ_WAVES", "sm__warps_launched.sum"],
+            ["Wavefronts", "sm__warps_launched.sum"]
+        ])
+    );
+    let bytes = metrics
+        .iter()
+        .find(|m| m["name"] == "dram__bytes_read")
+        .unwrap();
+    assert_eq!(
+        (&bytes["unit"], &bytes["hw_unit"]),
+        (&"bytes".into(), &"sm".into())
+    );
+    nothing_stays(&t, "2");
+
+    // Counting still works afterwards, from a fresh CUPTI.
+    let (code, _, err) = session(
+        &t,
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "-o",
+            "after",
+            "--attach-duration-msec",
+            "300",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(!counter_rows(&t.out().join("after_results.db")).is_empty());
+    assert!(t.alive());
+}
+
+#[test]
+fn list_avail_is_refused_during_a_session_and_lists_defaults_when_counters_are_denied() {
+    // Another session in its window: -L is refused as an attach would be, the session unharmed.
+    let t = Target::spawn(&[], &[]);
+    let pid = t.pid.to_string();
+    let tool = crate::cuda::tool();
+    let env = [("ROCPROF_ATTACH_CUDA_TOOL", tool.to_str().unwrap())];
+    let mut first = start(
+        &t,
+        &[
+            "--kernel-trace",
+            "-o",
+            "one",
+            "--attach-duration-msec",
+            "30s",
+        ],
+        &[],
+    );
+    first.wait_for("attached to PID");
+    let (code, out, err) = crate::common::rocprof_attach(&["-L", "-p", &pid], &env).finish();
+    assert_eq!(code, 4, "refused: {out} {err}");
+    assert!(out.is_empty(), "{out}");
+    first.signal(nix::sys::signal::Signal::SIGINT);
+    let (code, _, err) = first.finish();
+    assert_eq!(code, 0, "the session is unharmed: {err}");
+    assert!(t.out().join("one_results.db").is_file());
+
+    // Counters denied: the availability cannot be read, CUPTI's defaults for the chip are listed
+    // with a warning, and nothing is enabled.
+    let t = Target::spawn(&[], &[("FAKE_CUPTI_PROFILING", "denied")]);
+    let pid = t.pid.to_string();
+    let (code, out, err) =
+        crate::common::rocprof_attach(&["-L", "-p", &pid, "--json"], &env).finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("CUPTI's defaults for the chip"), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(doc["chips"][0]["availability"], false, "{doc}");
+    assert_eq!(
+        doc["chips"][0]["metrics"].as_array().map(Vec::len),
+        Some(CATALOG.len())
+    );
+    nothing_stays(&t, "1");
+}

@@ -181,7 +181,9 @@ fn a_bare_spm_samples_the_default_set() {
 }
 
 /// Samples whose clock is not CUPTI's timestamp clock (on the H200, 20 days apart in a session
-/// without activity tracing) are placed by their own `Start`: they fall inside the session.
+/// without activity tracing) are placed by their own `Start`: they fall inside the session (give
+/// or take a second: sampling starts a little before the session's recorded start, and a loaded
+/// machine stretches that).
 #[test]
 fn samples_on_another_clock_are_placed_by_their_start() {
     let t = Target::spawn(&[], &[("FAKE_PM_CLOCK_SHIFT_NS", "-1800000000000000")]);
@@ -200,7 +202,7 @@ fn samples_on_another_clock_are_placed_by_their_start() {
     let db = t.out().join("c_results.db");
     let rows = query(
         &db,
-        "SELECT MIN(s.start) >= p.init - 10000000, MAX(s.end) <= p.fini + 10000000, COUNT(*) \
+        "SELECT MIN(s.start) >= p.init - 1000000000, MAX(s.end) <= p.fini + 1000000000, COUNT(*) \
          FROM rocpd_spm_sample s, rocpd_info_process p",
     );
     assert_eq!(

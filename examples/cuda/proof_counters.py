@@ -5,7 +5,8 @@
              blocks x ceil(threads/32); elapsed and active cycles against ncu's for the same
              kernels (a separate run); command start to the first value; a second session
              (reuse); 100 attach/detach cycles with --pmc: deaths, failed sessions, step time
-             after the cycles against before (nothing left serialising)
+             after the cycles against before (nothing left serialising); -L (list the metrics)
+             on a fresh process, with --json, during a session, and a session after it
   pmctorch : the 12-layer transformer attached with --pmc twice: loss curve against an
              unattached run, the stall of each session (longest step while attached against
              p50), kernel names counted, the cost reported
@@ -150,6 +151,71 @@ def check_names(K, say, pid):
         say(f"  - `--pmc {' '.join(group)}`: exit {r.returncode} {(' / '.join(summary_lines(r)) or r.stderr.strip()[-300:])[:400]}")
 
 
+def check_list_avail(K, say, exe):
+    """`-L -p PID` on a fresh process of grids.cu (no session, tool not loaded): exit code, time,
+    metrics per type, the names table's NVIDIA metrics among them and against ncu
+    --query-metrics, `--json`; -L while a --pmc session runs (refused); a --pmc session after it;
+    the step time before and after (nothing left enabled or slower)."""
+    import json
+    say("- `-L` (list the metrics) on a fresh process of grids.cu:")
+    log = "/tmp/grids_l.log"
+    p = subprocess.Popen([exe, "--seconds", "120", "--log", log], stdout=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    time.sleep(2)
+    before = [(b - a) / 1e6 for _, a, b in steps(log)[-200:]]
+    rpa = os.path.join(K, "rocprof-attach")
+    c0 = time.monotonic()
+    r = subprocess.run([rpa, "-L", "-p", str(p.pid)], capture_output=True, text=True, timeout=180)
+    took = time.monotonic() - c0
+    say(f"  - `-L -p PID` (tool not loaded): exit {r.returncode} in {took:.2f} s; "
+        f"{len(r.stdout.splitlines())} lines; stderr: {r.stderr.strip()[-300:]}")
+    for l in r.stdout.splitlines()[:3] + [l for l in r.stdout.splitlines() if "SQ_WAVES" in l or "FETCH_SIZE" in l]:
+        say(f"    `{l[:160]}`")
+    c0 = time.monotonic()
+    j = subprocess.run([rpa, "--list-avail", "-p", str(p.pid), "--json"], capture_output=True, text=True, timeout=180)
+    took = time.monotonic() - c0
+    try:
+        doc = json.loads(j.stdout)
+    except ValueError:
+        doc = {}
+    say(f"  - `--list-avail --json` (tool loaded): exit {j.returncode} in {took:.2f} s; cupti "
+        f"{doc.get('cupti')} version {doc.get('cupti_version')}; notes {doc.get('notes')}; error {doc.get('error')}")
+    names = set()
+    for chip in doc.get("chips", []):
+        kinds = {}
+        for m in chip.get("metrics", []):
+            kinds[m["type"]] = kinds.get(m["type"], 0) + 1
+            names.add(m["name"])
+        described = sum(1 for m in chip["metrics"] if m.get("description"))
+        say(f"    - chip {chip['chip']} devices {chip['devices']} availability {chip['availability']}: "
+            f"{kinds}; {described} with a description")
+    for rocm, nv in MAPPED.items():
+        base = nv.rsplit(".", 1)[0]
+        say(f"    - {rocm} -> {nv}: {'listed' if base in names or nv in names else '**NOT LISTED**'}")
+    try:
+        q = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120)
+        ncu = {l.split()[0] for l in q.stdout.splitlines() if l.strip() and "__" in l.split()[0]}
+    except (OSError, subprocess.TimeoutExpired):
+        ncu = set()
+    if ncu:
+        say(f"    - against `ncu --query-metrics`: {len(ncu)} there, {len(names)} here, {len(ncu & names)} in both; "
+            f"ncu only (first 10): {sorted(ncu - names)[:10]}; here only (first 10): {sorted(names - ncu)[:10]}")
+    s = subprocess.Popen([rpa, "-p", str(p.pid), "--pmc", "SQ_WAVES", "-d", "/tmp/pcl", "-o", "during",
+                          "--attach-duration-msec", "4000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    d = subprocess.run([rpa, "-L", "-p", str(p.pid)], capture_output=True, text=True, timeout=180)
+    say(f"  - `-L` during a --pmc session: exit {d.returncode}: {d.stderr.strip()[-300:]}")
+    s.communicate(timeout=120)
+    say(f"  - that --pmc session: exit {s.returncode}")
+    t0, a = attach(K, p.pid, 1000, ["--pmc", "SQ_WAVES"], "/tmp/pcl", "after")
+    say(f"  - a --pmc session after -L: exit {a.returncode}; " + "; ".join(summary_lines(a))[:300])
+    time.sleep(2)
+    after = [(b - a_) / 1e6 for _, a_, b in steps(log)[-200:]] if p.poll() is None else []
+    say(f"  - process alive: {p.poll() is None}; step time p50 before -L {pct(before, .5):.3f} ms, "
+        f"after everything {pct(after, .5):.3f} ms")
+    p.kill()
+
+
 def attach(K, pid, ms, opts, outdir, name):
     t0 = time.clock_gettime_ns(BOOT)
     r = subprocess.run([os.path.join(K, "rocprof-attach"), "-p", str(pid), *opts, "-d", outdir, "-o", name,
@@ -211,6 +277,7 @@ def phase_pmc(K, say):
     say(f"- step time p50 before the cycles {pct(before, .5):.3f} ms, 2 s after the last: "
         f"{pct(after, .5):.3f} ms (nothing left serialising if equal within noise)")
     p.kill()
+    check_list_avail(K, say, exe)
 
 
 def phase_pmctorch(K, say, start, steps_of):

@@ -61,7 +61,12 @@ pub struct Cli {
     /// `rocprof-attach --detach -p 1234`
     #[arg(long, help_heading = H_ATTACH, conflicts_with_all = ["check", "list"])]
     pub detach: bool,
-    /// Print one JSON report on stdout at the end (session, --list, --check); see docs/json.md
+    /// List the metrics the GPUs of a CUDA process offer (name, type, unit, description, the
+    /// rocprofv3 names --pmc maps to each), e.g. `rocprof-attach -L -p 1234`; enables nothing.
+    /// For a ROCm process run `rocprofv3 --list-avail`
+    #[arg(short = 'L', long, help_heading = H_ATTACH, conflicts_with_all = ["check", "list", "detach"])]
+    pub list_avail: bool,
+    /// Print one JSON report on stdout at the end (session, --list, --check, -L); see docs/json.md
     #[arg(long, help_heading = H_ATTACH)]
     pub json: bool,
     /// Detach after this long: 500ms, 10s, 2m, 1h; a bare number is milliseconds (default: when
@@ -165,6 +170,8 @@ pub enum Action {
     },
     /// `--list`: print attachable processes matching the selection.
     List(TargetSelection),
+    /// `-L`/`--list-avail`: list the metrics of this CUDA process's GPUs.
+    ListAvail(i32),
     /// Attach, profile, detach.
     Attach(Box<AttachRequest>),
 }
@@ -519,6 +526,22 @@ fn detach_action(cli: &Cli, selection: Option<TargetSelection>, cwd: &Path) -> R
     })
 }
 
+/// `-L`/`--list-avail`: the one process given with `-p` whose GPUs' metrics to list.
+fn list_avail_action(selection: Option<TargetSelection>) -> Result<Action> {
+    match selection {
+        Some(TargetSelection::Pids(pids)) if pids.len() == 1 => Ok(Action::ListAvail(pids[0])),
+        Some(TargetSelection::Pids(_)) => Err(Error::usage(
+            "-L/--list-avail lists the metrics of one process at a time: give one PID (processes on the \
+             same GPUs offer the same metrics)",
+        )),
+        _ => Err(Error::usage(format!(
+            "-L/--list-avail lists the metrics of a running CUDA process's GPUs: pass -p PID (e.g. \
+             rocprof-attach -L -p 1234); without a process, {}",
+            crate::attach::cuda::catalog::NOT_CUDA
+        ))),
+    }
+}
+
 /// `--stopped-timeout`: how long to wait for a stopped process to continue.
 fn stopped_wait(cli: &Cli) -> Result<std::time::Duration> {
     match &cli.stopped_timeout {
@@ -555,6 +578,9 @@ fn build(cli: Cli, base_env: &EnvList, cwd: &Path) -> Result<Invocation> {
     let selection = select_targets(&cli, base_env)?;
     if cli.detach {
         return Ok(done(detach_action(&cli, selection, cwd)?, warnings));
+    }
+    if cli.list_avail {
+        return Ok(done(list_avail_action(selection)?, warnings));
     }
     let tool_library = tool_library(&cli, base_env, cwd)?;
     if cli.list {

@@ -24,6 +24,7 @@ Examples:
   rocprof-attach --check -p 1234                           can 1234 be attached? (changes nothing)
   rocprof-attach --detach -p 1234                          finish a session left active (after exit 11)
   rocprof-attach --list                                    processes that can be attached
+  rocprof-attach -L -p 1234                                the metrics a CUDA process's GPUs offer
   rocprof-attach summary -i results.db                     summarise a rocpd database
   rocprof-attach convert -i out/*/*.db -f pftrace          a Perfetto trace of every process
   rocprof-attach query -i a.db --query 'SELECT * FROM top_kernels'
@@ -46,9 +47,7 @@ Exit codes: 0 success, 1 failure, 2 usage error, 3 no such process (or nothing m
 Details: docs/exit-codes.md; the --json report: docs/json.md";
 
 /// rocprofv3 options that have no meaning when attaching, with why.
-const ROCPROFV3_ONLY: [(&str, &str); 12] = [
-    ("--list-avail", "lists the counters of the local GPUs; run `rocprofv3 --list-avail` for that (on NVIDIA GPUs `ncu --query-metrics`; docs/cuda.md lists the rocprofv3 names --pmc maps)"),
-    ("-L", "lists the counters of the local GPUs; run `rocprofv3 --list-avail` for that (on NVIDIA GPUs `ncu --query-metrics`; docs/cuda.md lists the rocprofv3 names --pmc maps)"),
+const ROCPROFV3_ONLY: [(&str, &str); 10] = [
     ("--input", "reads a run configuration for launching an application; pass the options on the command line"),
     ("-i", "reads a run configuration for launching an application; pass the options on the command line"),
     ("--preload", "preloads libraries into an application it launches; a running process cannot be preloaded"),

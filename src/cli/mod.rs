@@ -8,7 +8,7 @@
 //! * [`commands`]: the subcommands; [`rocpd_args`]: the command lines of `convert`, `summary`
 //!   and `query`, which [`rocpd`] runs; [`docs`]: the manual pages and completion scripts;
 //! * [`top`]: `rocprof-attach top`, the live view (docs/top.md);
-//! * [`check`]: `--check` and `--list`;
+//! * [`check`]: `--check` and `--list`; [`list_avail`]: `-L`, a CUDA process's metrics;
 //! * [`early`]: what `main` decides from the raw arguments before parsing them;
 //! * [`json`]: the `--json` documents (docs/json.md);
 //! * [`logging`]: `-v`/`-q`/`ROCPROF_ATTACH_LOG` for the `tracing` diagnostics;
@@ -31,6 +31,7 @@ pub mod finish;
 pub mod help;
 pub mod install;
 pub mod json;
+pub mod list_avail;
 pub mod logging;
 pub mod render;
 pub mod rocpd;
@@ -88,7 +89,10 @@ where
             return e.exit_code();
         }
     };
-    if !matches!(inv.action, Action::Attach(_) | Action::Detach { .. }) {
+    if !matches!(
+        inv.action,
+        Action::Attach(_) | Action::Detach { .. } | Action::ListAvail(_)
+    ) {
         crate::engine::agent::discard_prestarted();
     }
     match logging::filter(inv.verbose, inv.quiet, env.get(logging::LOG_VARIABLE)) {
@@ -129,6 +133,7 @@ where
             inv.json,
         ),
         Action::List(selection) => check::run_list(&selection, &ui, inv.verbose > 0, inv.json),
+        Action::ListAvail(pid) => list_avail::run(pid, &ui, inv.json),
         Action::Attach(req) => session::run(*req, &ui, inv.json),
         Action::Detach {
             pids,

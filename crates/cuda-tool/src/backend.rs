@@ -196,7 +196,7 @@ fn note_cupti_in_use(plan: &mut Plan, c: &Cupti) {
 }
 
 /// CUPTI's API version, refused below [`cupti::MIN_CUPTI_VERSION`].
-fn cupti_version(c: &Cupti) -> Result<u32, ToolError> {
+pub(crate) fn cupti_version(c: &Cupti) -> Result<u32, ToolError> {
     let mut version = 0u32;
     // SAFETY: valid out pointer.
     let r = unsafe { (c.get_version)(&mut version) };
@@ -306,11 +306,13 @@ fn attach_reply(
 }
 
 impl CuptiBackend {
-    fn load(plan: &Plan) -> Result<&'static Cupti, ToolError> {
+    /// The process's CUPTI: the one loaded already, else `path` or the one found
+    /// ([`cupti::load`]).
+    pub(crate) fn load(path: Option<&std::path::Path>) -> Result<&'static Cupti, ToolError> {
         if let Some(c) = CUPTI.get() {
             return Ok(c);
         }
-        let c = cupti::load(plan.cupti.as_deref())?;
+        let c = cupti::load(path)?;
         let _ = CUPTI.set(c);
         CUPTI
             .get()
@@ -324,7 +326,7 @@ impl CuptiBackend {
         let mut plan = req.plan()?;
         check_db_dir(&plan.db)?;
         crate::teardown::cancel();
-        let c = Self::load(&plan)?;
+        let c = Self::load(plan.cupti.as_deref())?;
         note_cupti_in_use(&mut plan, c);
         let version = cupti_version(c)?;
         let sub = subscribe(c)?;
@@ -618,7 +620,7 @@ pub fn finish_at_exit(how: &str) {
 }
 
 /// Subscribes the tool (its callback records launches while counters are collected).
-fn subscribe(c: &Cupti) -> Result<*mut c_void, ToolError> {
+pub(crate) fn subscribe(c: &Cupti) -> Result<*mut c_void, ToolError> {
     let mut sub: *mut c_void = std::ptr::null_mut();
     // SAFETY: valid out pointer and callback.
     let r = unsafe {
@@ -685,6 +687,10 @@ impl Backend for CuptiBackend {
 
     fn detach(&mut self) -> Result<serde_json::Value, ToolError> {
         guarded(|| self.do_detach())
+    }
+
+    fn metrics(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
+        guarded(|| crate::catalog::reply(req, self.counters.is_some()))
     }
 
     fn tick(&mut self) {

@@ -266,3 +266,34 @@ pub fn active_primary_contexts() -> Result<Vec<(i32, *mut c_void)>, String> {
     }
     Ok(out)
 }
+
+/// Releases the primary context of device `ordinal` once (`cuDevicePrimaryCtxRelease_v2`): the
+/// retain of [`active_primary_contexts`] undone, for a caller that keeps no context.
+pub fn release_primary_context(ordinal: i32) {
+    let Some(path) = mapped("libcuda.so").into_iter().next() else {
+        return;
+    };
+    let Ok(h) = open(&path, libc::RTLD_NOLOAD) else {
+        return;
+    };
+    // SAFETY: h came from dlopen and is never closed.
+    let (get, release) = unsafe {
+        (
+            sym(h, "cuDeviceGet"),
+            sym(h, "cuDevicePrimaryCtxRelease_v2"),
+        )
+    };
+    if get.is_null() || release.is_null() {
+        return;
+    }
+    type Release = unsafe extern "C" fn(c_int) -> c_int;
+    // SAFETY: the libcuda functions of these signatures (cuda.h).
+    unsafe {
+        let get = std::mem::transmute::<*mut c_void, DevGet>(get);
+        let release = std::mem::transmute::<*mut c_void, Release>(release);
+        let mut dev = 0;
+        if get(&mut dev, ordinal) == 0 {
+            release(dev);
+        }
+    }
+}

@@ -279,34 +279,6 @@ pub fn write(
     sink.finish(session.fini, &session.extdata, api_name)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn api_names() {
-        assert_eq!(
-            api_display_name("cudaLaunchKernel_v7000"),
-            "cudaLaunchKernel"
-        );
-        assert_eq!(
-            api_display_name("cudaStreamIsCapturing_v10000"),
-            "cudaStreamIsCapturing"
-        );
-        assert_eq!(api_display_name("cuMemAlloc_v2"), "cuMemAlloc_v2");
-        assert_eq!(api_display_name("cuLaunchKernel"), "cuLaunchKernel");
-        assert_eq!(api_display_name("_v1234"), "_v1234");
-    }
-
-    #[test]
-    fn copy_kinds() {
-        assert_eq!(copy_operation(1).0, "MEMORY_COPY_HOST_TO_DEVICE");
-        assert_eq!(copy_operation(2).0, "MEMORY_COPY_DEVICE_TO_HOST");
-        assert_eq!(copy_operation(8).0, "MEMORY_COPY_DEVICE_TO_DEVICE");
-        assert_eq!(copy_operation(0).0, "MEMORY_COPY_NONE");
-    }
-}
-
 /// The variables of the process's environment that say which rank of a job it is (MPI,
 /// Slurm, torchrun), as a JSON object: `summary` and `top` label ranks with them. Only these:
 /// the rest of an environment (tokens, keys) has no place in a profile.
@@ -334,5 +306,33 @@ fn rank_environment() -> String {
         String::new()
     } else {
         serde_json::Value::Object(vars).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_names() {
+        assert_eq!(
+            api_display_name("cudaLaunchKernel_v7000"),
+            "cudaLaunchKernel"
+        );
+        assert_eq!(
+            api_display_name("cudaStreamIsCapturing_v10000"),
+            "cudaStreamIsCapturing"
+        );
+        assert_eq!(api_display_name("cuMemAlloc_v2"), "cuMemAlloc_v2");
+        assert_eq!(api_display_name("cuLaunchKernel"), "cuLaunchKernel");
+        assert_eq!(api_display_name("_v1234"), "_v1234");
+    }
+
+    #[test]
+    fn copy_kinds() {
+        assert_eq!(copy_operation(1).0, "MEMORY_COPY_HOST_TO_DEVICE");
+        assert_eq!(copy_operation(2).0, "MEMORY_COPY_DEVICE_TO_HOST");
+        assert_eq!(copy_operation(8).0, "MEMORY_COPY_DEVICE_TO_DEVICE");
+        assert_eq!(copy_operation(0).0, "MEMORY_COPY_NONE");
     }
 }

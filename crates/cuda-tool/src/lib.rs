@@ -11,6 +11,7 @@
 pub mod activity;
 pub mod backend;
 pub mod candidates;
+pub mod catalog;
 pub mod cuda;
 pub mod cupti;
 pub mod db;

@@ -59,6 +59,15 @@
 //!   `ROCPROF_ATTACH_DB`. Reply: `ok {"db":path,"kernels":N,"copies":N,"api":N,
 //!   "allocations":N,"dropped":N,"flush_us":N,"write_us":N,"counters":{...}|null}` (what the
 //!   counting window counted and cost: [`crate::pmc::Report`]).
+//! - `metrics\n`, optionally followed by `ROCPROF_ATTACH_CUPTI=<path>\n` (the CUPTI to load
+//!   when the process maps none), while no session is attached on the connection: the metrics
+//!   the process's GPUs offer, through CUPTI's profiler host ([`crate::catalog`]); nothing is
+//!   enabled, and CUPTI is torn down again as after a detach. Reply: `ok {"cupti":path,
+//!   "cupti_version":N,"driver_version":N,"devices":[{"ordinal":N,"name":S}],"chips":[{"chip":S,
+//!   "devices":[N],"availability":B,"metrics":[{"name":S,"type":"counter"|"ratio"|"throughput",
+//!   "unit":S,"hw_unit":S,"description":S,"rocprofv3":[[name,metric]]}]}],"notes":[S]}`.
+//!   Errors: `busy` while attached, `cupti-missing`, `cupti-old` (no profiler host API, CUPTI
+//!   older than CUDA 12.6), `unsupported` (no device), `internal` (a CUPTI call failed).
 //! - When the connection ends (EOF or error) while attached, the tool detaches anyway (flush,
 //!   disable, write the database) and goes back to `accept`.
 //!
@@ -181,6 +190,9 @@ pub enum Message {
     Attach(AttachRequest),
     /// `detach`.
     Detach,
+    /// `metrics` (optionally with `ROCPROF_ATTACH_CUPTI=<path>`): list the metrics the
+    /// process's GPUs offer; nothing is enabled ([`crate::catalog`]).
+    Metrics(AttachRequest),
 }
 
 impl Message {
@@ -195,30 +207,40 @@ impl Message {
         let mut lines = text.lines();
         let first = lines.next().unwrap_or("").trim();
         match first {
-            "attach" => {
-                let mut env = BTreeMap::new();
-                for line in lines {
-                    let line = line.trim_end_matches('\r');
-                    if line.trim().is_empty() {
-                        continue;
-                    }
-                    let Some((k, v)) = line.split_once('=') else {
-                        return Err(ToolError::new(
-                            Code::Unsupported,
-                            format!("attach line '{line}' is not KEY=VALUE; send one KEY=VALUE per line"),
-                        ));
-                    };
-                    env.insert(k.trim().to_owned(), v.to_owned());
-                }
-                Ok(Message::Attach(AttachRequest { env }))
-            }
+            "attach" => Ok(Message::Attach(AttachRequest {
+                env: key_values(lines)?,
+            })),
             "detach" => Ok(Message::Detach),
+            "metrics" => Ok(Message::Metrics(AttachRequest {
+                env: key_values(lines)?,
+            })),
             other => Err(ToolError::new(
                 Code::Unsupported,
-                format!("unknown message '{other}'; this tool understands 'attach' and 'detach' (protocol version 1)"),
+                format!("unknown message '{other}'; this tool understands 'attach', 'detach' and 'metrics' (protocol version 1)"),
             )),
         }
     }
+}
+
+/// The `KEY=VALUE` lines after a message's first line.
+fn key_values<'a>(
+    lines: impl Iterator<Item = &'a str>,
+) -> Result<BTreeMap<String, String>, ToolError> {
+    let mut env = BTreeMap::new();
+    for line in lines {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(ToolError::new(
+                Code::Unsupported,
+                format!("line '{line}' is not KEY=VALUE; send one KEY=VALUE per line"),
+            ));
+        };
+        env.insert(k.trim().to_owned(), v.to_owned());
+    }
+    Ok(env)
 }
 
 /// Parses a boolean setting the way rocprofv3 reads its environment.
@@ -537,6 +559,12 @@ mod tests {
             .message
             .contains("ROCPROF_PC_SAMPLING_METHOD=host_trap"));
         assert_eq!(Message::parse(b"detach\n").unwrap(), Message::Detach);
+        let Ok(Message::Metrics(m)) =
+            Message::parse(b"metrics\nROCPROF_ATTACH_CUPTI=/x/libcupti.so\n")
+        else {
+            panic!("metrics")
+        };
+        assert_eq!(m.env["ROCPROF_ATTACH_CUPTI"], "/x/libcupti.so");
         assert_eq!(ToolError::new(Code::Busy, "a\nb").reply(), "error busy a b");
     }
 }

@@ -17,6 +17,17 @@ pub trait Backend {
     fn detach(&mut self) -> Result<serde_json::Value, ToolError>;
     /// Called about every [`TICK_MS`] while attached: writes what was collected so far.
     fn tick(&mut self) {}
+    /// Lists the metrics the process's GPUs offer (no session attached); the value is the
+    /// JSON of the `ok` reply.
+    fn metrics(
+        &mut self,
+        _req: &crate::protocol::AttachRequest,
+    ) -> Result<serde_json::Value, ToolError> {
+        Err(ToolError::new(
+            Code::Unsupported,
+            "this backend cannot list metrics",
+        ))
+    }
 }
 
 /// How often an attached session's rows are written while it runs (ms).
@@ -133,6 +144,11 @@ pub fn serve_connection(
                 attached = false;
                 backend.detach()
             }
+            Ok(Message::Metrics(_)) if attached => Err(ToolError::new(
+                Code::Busy,
+                "a session is attached on this connection; metrics are listed without one: send 'detach' first",
+            )),
+            Ok(Message::Metrics(req)) => backend.metrics(&req),
         };
         if !reply(conn, r) {
             break;

@@ -273,7 +273,9 @@ fn attach_message(env: &EnvList, db: &std::path::Path) -> String {
 }
 
 /// What a tool reply says: `ok <json>` or `error <code> <message>`.
-fn parse_reply<T: serde::de::DeserializeOwned>(reply: &str) -> std::result::Result<T, String> {
+pub(super) fn parse_reply<T: serde::de::DeserializeOwned>(
+    reply: &str,
+) -> std::result::Result<T, String> {
     let reply = reply.trim_end();
     if let Some(json) = reply.strip_prefix("ok") {
         return serde_json::from_str(json.trim())
@@ -298,13 +300,7 @@ pub fn attach(
     })?;
     refuse_unsupported(pid, env)?;
     let db = database_path(p, env);
-    let (conn, outcome) = match facts.loaded {
-        Some(_) => (channel::connect_tool(pid, p.report.own_pid)?, None),
-        None => {
-            let (conn, o) = load(p, facts, injector)?;
-            (conn, Some(o))
-        }
-    };
+    let (conn, outcome) = reach(p, facts, injector)?;
     channel::send_message(&conn, &attach_message(env, &db))?;
     let reply = channel::receive(&conn, ENABLE_TIMEOUT)?.ok_or_else(|| Error::NotAttachable {
         pid,
@@ -322,6 +318,22 @@ pub fn attach(
         loaded_now: outcome.is_some(),
     };
     Ok((link, outcome))
+}
+
+/// A connection to the tool of `p`: the one loaded already, else loaded now (the spawn's
+/// outcome given).
+pub(super) fn reach(
+    p: &Planned,
+    facts: &Facts,
+    injector: &dyn Injector,
+) -> Result<(OwnedFd, Option<agent::Outcome>)> {
+    match facts.loaded {
+        Some(_) => Ok((channel::connect_tool(p.report.pid, p.report.own_pid)?, None)),
+        None => {
+            let (conn, o) = load(p, facts, injector)?;
+            Ok((conn, Some(o)))
+        }
+    }
 }
 
 /// Load the tool: the spawn on a parked thread (the next one when a thread woke up before it

@@ -5,10 +5,12 @@
 //!   parked thread, `pthread_create`/`dlopen`/`dlsym` in the target, the tool library);
 //! * [`channel`]: the socket the front end and the tool talk over;
 //! * [`link`]: attach (load the tool or reuse it, then start tracing) and detach (stop tracing,
-//!   the tool writes the rocpd database).
+//!   the tool writes the rocpd database);
+//! * [`catalog`]: `-L`/`--list-avail`, the metrics the process's GPUs offer (nothing enabled).
 //!
 //! Nothing here prints.
 
+pub mod catalog;
 pub mod channel;
 pub mod link;
 pub mod preflight;

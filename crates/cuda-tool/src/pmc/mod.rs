@@ -18,7 +18,7 @@
 pub mod launches;
 mod setup;
 
-pub(crate) use setup::{chip_name_of, pm_config, refuse_or_fail_of};
+pub(crate) use setup::{availability_of, chip_name_of, pm_config, refuse_or_fail_of};
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};

@@ -130,6 +130,15 @@ pub(crate) fn chip_name_of(c: &Cupti, prof: &Profiler, ordinal: i32) -> Result<C
     chip_name(c, prof, ordinal)
 }
 
+/// The counter availability image of `ctx` (for [`crate::catalog`]).
+pub(crate) fn availability_of(
+    c: &Cupti,
+    prof: &Profiler,
+    ctx: *mut c_void,
+) -> Result<Vec<u8>, ToolError> {
+    availability(c, prof, ctx)
+}
+
 /// A failed counter call: denied (privileges) or failed (for [`crate::spm`]).
 pub(crate) fn refuse_or_fail_of(c: &Cupti, what: &str, r: i32) -> ToolError {
     refuse_or_fail(c, what, r)
