@@ -376,8 +376,17 @@ fn attach_work_detach_reattach_in_a_standin_process() {
         "{r}"
     );
     assert_eq!(r["dropped"], 0);
+    // Nothing is enabled; the subscriber stays until the process's next launch tears CUPTI
+    // down (crates/cuda-tool/src/teardown.rs), which its next work does.
     assert!(
-        state(&state_file).starts_with("subscribed=0 callbacks=1 enabled= "),
+        state(&state_file).starts_with("subscribed=1 callbacks=1 enabled= "),
+        "{}",
+        state(&state_file)
+    );
+    assert_eq!(h.ask("work"), "done");
+    assert!(
+        state(&state_file).starts_with("subscribed=0 callbacks=0 enabled= ")
+            && state(&state_file).contains(" finalized=1 "),
         "{}",
         state(&state_file)
     );
@@ -420,7 +429,8 @@ fn attach_work_detach_reattach_in_a_standin_process() {
     assert_eq!(h.ask("work"), "done");
     drop(conn2);
     let mut waited = 0;
-    while !(db2.exists() && state(&state_file).starts_with("subscribed=0 callbacks=1 enabled= ")) {
+    // The EOF detaches: nothing enabled (the teardown waits for a launch).
+    while !(db2.exists() && state(&state_file).starts_with("subscribed=1 callbacks=1 enabled= ")) {
         assert!(
             waited < 300,
             "no database after EOF: {}",
@@ -431,6 +441,12 @@ fn attach_work_detach_reattach_in_a_standin_process() {
     }
     std::thread::sleep(Duration::from_millis(200));
     check_db(&db2, h.pid, h.tid);
+    assert_eq!(h.ask("work"), "done");
+    assert!(
+        state(&state_file).contains(" finalized=2 "),
+        "{}",
+        state(&state_file)
+    );
     drop(h);
     let _ = std::fs::remove_dir_all(&dir);
 }
