@@ -5,10 +5,13 @@
 //! `ROCPROF_ATTACH_BIN` picks another build, `BENCH_ITERATIONS` the refreshes, default 20, at
 //! `BENCH_INTERVAL`, default 1s). Prints a Markdown table:
 //!
-//! * CUDA: the CUDA stand-in launching 4 kernels, a copy and a memset every 2 ms (about 2,000
-//!   kernels a second), watched by `top --batch`: the rows read per second, `top`'s own CPU
-//!   (its final line: this process, every thread) and with its agents (rusage of the waited-for
-//!   child);
+//! * CUDA: the CUDA stand-in launching `BENCH_KERNELS` kernels (default 4), a copy and a memset
+//!   every `BENCH_STEP_US` µs (default 2000: about 2,000 kernels a second), watched by
+//!   `top --batch` (with `--api` when `BENCH_API=1`: the runtime API calls too): the kernels
+//!   read per second, `top`'s own CPU (its final line: this process, every thread) and with its
+//!   agents (rusage of the waited-for child). The H200's rate (about 20,000 kernels a second
+//!   and their API calls): `BENCH_KERNELS=40 BENCH_STEP_US=1500 BENCH_API=1`; `BENCH_ONLY=cuda`
+//!   leaves the ROCm row out;
 //! * ROCm: the ROCm stand-in, whose tool writes a copy of a rocpd database at every detach, as
 //!   rocprofiler-sdk writes at detach: one session per refresh; the time each refresh leaves
 //!   untraced (attach, detach, read: the median of the header's figure) and the CPU as above.
@@ -114,10 +117,13 @@ fn main() {
     println!("| Backend | Target | Wall | Kernels read / s | top's own CPU | with its agents | Untraced per refresh |");
     println!("|---|---|---|---|---|---|---|");
     let s = build_standins();
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let (kernels, step_us) = (env("BENCH_KERNELS", "4"), env("BENCH_STEP_US", "2000"));
+    let api = env("BENCH_API", "0") == "1";
     let mut cuda = Command::new(&s.target)
         .arg("--with-cupti")
         .arg(&s.libcupti)
-        .args(["--step-us", "2000"])
+        .args(["--kernels-per-step", &kernels, "--step-us", &step_us])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -129,18 +135,24 @@ fn main() {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "cuda_target ended");
     }
+    // Its "step" lines go on while `top` runs: keep its pipe drained.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let tool = kit::release_bin().with_file_name("librocprof_cuda_tool.so");
     let r = top(
         cuda.id() as i32,
-        &[],
+        if api { &["--api"] } else { &[] },
         &[("ROCPROF_ATTACH_CUDA_TOOL", tool.display().to_string())],
     );
     println!(
-        "| CUDA | stand-in, 4 kernels + 2 copies / 2 ms | {:.1} s | {:.0} | {:.2} % | {:.2} % | none (one session) |",
+        "| CUDA | stand-in, {kernels} kernels + 2 copies / {step_us} µs{} | {:.1} s | {:.0} | {:.2} % | {:.2} % | none (one session) |",
+        if api { ", API calls traced" } else { "" },
         r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct
     );
     let _ = cuda.kill();
     let _ = cuda.wait();
+    if env("BENCH_ONLY", "") == "cuda" {
+        return;
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let db = kit::rocpd::full_db(&dir.path().join("source.db"), 4242, 7);
