@@ -54,6 +54,9 @@ struct Run {
     with_agents_pct: f64,
     gap_ms: f64,
     rows_per_s: f64,
+    /// `top`'s own CPU per 1,000 kernels read (ms): the cost per row, whatever rate the loaded
+    /// machine let the stand-in reach.
+    ms_per_1k: f64,
 }
 
 /// Runs `top --batch` on `pid` and reads what it printed.
@@ -80,13 +83,13 @@ fn top(pid: i32, extra: &[&str], env: &[(&str, String)]) -> Run {
         .iter()
         .filter_map(|l| number_after(l, "attach, detach and read take "))
         .collect();
-    let own = lines
+    let (own_ms, own) = lines
         .iter()
         .find_map(|l| {
             let cpu = number_after(l, "top's own CPU: ")?;
-            Some(cpu / 10.0 / number_after(l, " ms over ")?)
+            Some((cpu, cpu / 10.0 / number_after(l, " ms over ")?))
         })
-        .unwrap_or(f64::NAN);
+        .unwrap_or((f64::NAN, f64::NAN));
     // The final table: the launches of every kernel since the start, first on each row.
     let totals = lines
         .iter()
@@ -110,12 +113,13 @@ fn top(pid: i32, extra: &[&str], env: &[(&str, String)]) -> Run {
         with_agents_pct: (children_cpu_ms() - cpu0) / 10.0 / wall_s,
         gap_ms: median(gaps),
         rows_per_s: launches / wall_s,
+        ms_per_1k: own_ms * 1e3 / launches,
     }
 }
 
 fn main() {
-    println!("| Backend | Target | Wall | Kernels read / s | top's own CPU | with its agents | Untraced per refresh |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| Backend | Target | Wall | Kernels read / s | top's own CPU | with its agents | per 1,000 kernels | Untraced per refresh |");
+    println!("|---|---|---|---|---|---|---|---|");
     let s = build_standins();
     let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
     let (kernels, step_us) = (env("BENCH_KERNELS", "4"), env("BENCH_STEP_US", "2000"));
@@ -144,9 +148,9 @@ fn main() {
         &[("ROCPROF_ATTACH_CUDA_TOOL", tool.display().to_string())],
     );
     println!(
-        "| CUDA | stand-in, {kernels} kernels + 2 copies / {step_us} µs{} | {:.1} s | {:.0} | {:.2} % | {:.2} % | none (one session) |",
+        "| CUDA | stand-in, {kernels} kernels + 2 copies / {step_us} µs{} | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.3} ms | none (one session) |",
         if api { ", API calls traced" } else { "" },
-        r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct
+        r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct, r.ms_per_1k
     );
     let _ = cuda.kill();
     let _ = cuda.wait();
@@ -162,7 +166,7 @@ fn main() {
     });
     let r = top(t.pid, &["-t", tool_lib().to_str().unwrap()], &[]);
     println!(
-        "| ROCm | stand-in register and tool, a database copied at each detach | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.1} ms (median) |",
-        r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct, r.gap_ms
+        "| ROCm | stand-in register and tool, a database copied at each detach | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.3} ms | {:.1} ms (median) |",
+        r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct, r.ms_per_1k, r.gap_ms
     );
 }

@@ -18,8 +18,6 @@ use crate::error::Result;
 /// A kernel dispatch as the live view folds it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KernelTime {
-    /// Row id.
-    pub id: i64,
     /// Agent id.
     pub agent_id: i64,
     /// Kernel (symbol) id.
@@ -35,8 +33,6 @@ pub struct KernelTime {
 /// A memory copy as the live view folds it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CopyTime {
-    /// Row id.
-    pub id: i64,
     /// Operation-name string id.
     pub name_id: Option<i64>,
     /// Start ns.
@@ -82,45 +78,67 @@ impl Source<'_> {
         Ok(())
     }
 
-    /// The kernel dispatches with `id >= from`, in id order.
-    pub fn kernel_times(&self, from: i64, mut f: impl FnMut(&KernelTime)) -> Result<()> {
+    /// The next id to read of table `t` after reading its rows from `from` on: past its highest
+    /// id. Inside the read transaction of the rows, so the rows and the id agree; SQLite finds
+    /// the highest id at the end of the table's B-tree, where reading it back costs a column
+    /// per row.
+    fn next_id(&self, t: &str, from: i64) -> Result<i64> {
+        let e = self.err();
+        let max: Option<i64> = self
+            .input
+            .conn
+            .prepare_cached(&format!("SELECT MAX(id) FROM {t}"))
+            .map_err(&e)?
+            .query_row([], |r| r.get(0))
+            .map_err(&e)?;
+        Ok(max.map_or(from, |m| from.max(m.saturating_add(1))))
+    }
+
+    /// The kernel dispatches with `id >= from`, in id order (their region name id only with
+    /// `region`: without it the name is the symbol's); returns the next id to read.
+    pub fn kernel_times(
+        &self,
+        from: i64,
+        region: bool,
+        mut f: impl FnMut(&KernelTime),
+    ) -> Result<i64> {
         let Some(t) = self.table("rocpd_kernel_dispatch") else {
-            return Ok(());
+            return Ok(from);
         };
         let sql = format!(
-            "SELECT id, agent_id, kernel_id, region_name_id, start, \"end\" FROM {t} \
-             WHERE id >= ?1 ORDER BY id"
+            "SELECT agent_id, kernel_id, start, \"end\"{} FROM {t} WHERE id >= ?1 ORDER BY id",
+            if region { ", region_name_id" } else { "" }
         );
         self.each_from(&sql, from, |r| {
             f(&KernelTime {
-                id: int(r, 0)?,
-                agent_id: int(r, 1)?,
-                kernel_id: int(r, 2)?,
-                region_name_id: opt(r, 3)?,
-                start: int(r, 4)?,
-                end: int(r, 5)?,
-            });
-            Ok(())
-        })
-    }
-
-    /// The memory copies with `id >= from`, in id order.
-    pub fn copy_times(&self, from: i64, mut f: impl FnMut(&CopyTime)) -> Result<()> {
-        let Some(t) = self.table("rocpd_memory_copy") else {
-            return Ok(());
-        };
-        let sql =
-            format!("SELECT id, name_id, start, \"end\", size FROM {t} WHERE id >= ?1 ORDER BY id");
-        self.each_from(&sql, from, |r| {
-            f(&CopyTime {
-                id: int(r, 0)?,
-                name_id: opt(r, 1)?,
+                agent_id: int(r, 0)?,
+                kernel_id: int(r, 1)?,
                 start: int(r, 2)?,
                 end: int(r, 3)?,
-                size: int(r, 4)?,
+                region_name_id: if region { opt(r, 4)? } else { None },
             });
             Ok(())
-        })
+        })?;
+        self.next_id(&t, from)
+    }
+
+    /// The memory copies with `id >= from`, in id order; returns the next id to read.
+    pub fn copy_times(&self, from: i64, mut f: impl FnMut(&CopyTime)) -> Result<i64> {
+        let Some(t) = self.table("rocpd_memory_copy") else {
+            return Ok(from);
+        };
+        let sql =
+            format!("SELECT name_id, start, \"end\", size FROM {t} WHERE id >= ?1 ORDER BY id");
+        self.each_from(&sql, from, |r| {
+            f(&CopyTime {
+                name_id: opt(r, 0)?,
+                start: int(r, 1)?,
+                end: int(r, 2)?,
+                size: int(r, 3)?,
+            });
+            Ok(())
+        })?;
+        self.next_id(&t, from)
     }
 
     /// The API calls (regions, then samples: the order does not matter to statistics) with

@@ -77,6 +77,14 @@ struct Known {
     kinds: IdMap<Option<i64>, Option<Domain>>,
 }
 
+/// Sets the allocator up for a process that reads live databases every interval: freed memory
+/// is kept for the next read instead of being handed back to the system and faulted in again
+/// (SQLite frees its page cache at every read of a file another process changed). Process-wide
+/// (glibc's thresholds), so a front end calls it, once.
+pub fn keep_freed_memory() {
+    crate::sys::keep_freed_heap();
+}
+
 /// A database read a little at a time.
 pub struct LiveDb {
     path: PathBuf,
@@ -180,8 +188,7 @@ struct Folded {
 fn read_source(src: &Source<'_>, opts: &ConvertOptions, k: &mut Known) -> Result<Delta> {
     let next = &mut k.next;
     let mut f = Folded::default();
-    src.kernel_times(next.dispatch, |r| {
-        next.dispatch = next.dispatch.max(r.id + 1);
+    next.dispatch = src.kernel_times(next.dispatch, opts.kernel_rename, |r| {
         f.kernels
             .add((r.kernel_id, r.region_name_id), r.start, r.end);
         f.agents
@@ -190,8 +197,7 @@ fn read_source(src: &Source<'_>, opts: &ConvertOptions, k: &mut Known) -> Result
             .push((r.start, r.end));
         f.rows += 1;
     })?;
-    src.copy_times(next.copy, |m| {
-        next.copy = next.copy.max(m.id + 1);
+    next.copy = src.copy_times(next.copy, |m| {
         f.copies.add(m.name_id, m.start, m.end);
         *f.bytes.entry(m.name_id).or_default() += m.size.max(0) as u64;
         f.rows += 1;
