@@ -8,6 +8,14 @@
 //! Rows are read by id: each read takes the rows of each table whose id is above the highest
 //! one read before, in one read transaction (a writer commits between reads, never during one).
 //! A file that does not exist yet, or whose first commit has not happened, is "not ready".
+//!
+//! What a read costs grows with the rows added, not with the database (`top` at a 1 s interval
+//! reads tens of thousands of rows a second; docs/performance.md, "Live view"): the rows come
+//! through [`crate::reader::Source::kernel_times`] and its siblings (the few columns folded,
+//! statements prepared once, an API call's category looked up by its event id, no scan of the
+//! event table, no JSON), are folded by ids, and named once per read from dimension tables kept
+//! between reads (loaded again only when a row names an id they lack: rows are only ever added
+//! to them). The table list is read again only when the schema changes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -245,10 +253,16 @@ fn name(
         rows: f.rows,
         ..Delta::default()
     };
-    let mut domain = |c: Option<i64>| {
-        *kinds
-            .entry(c)
-            .or_insert_with(|| Domain::of_api_kind(dims.string(c)))
+    // A category's domain is kept once its name is known (a missing one may come later).
+    let mut domain = |c: Option<i64>| match kinds.get(&c) {
+        Some(d) => *d,
+        None => {
+            let d = Domain::of_api_kind(dims.string(c));
+            if c.is_none_or(|i| dims.strings.contains_key(&i)) {
+                kinds.insert(c, d);
+            }
+            d
+        }
     };
     let kmap = d.summary.domains.entry(Domain::KernelDispatch).or_default();
     f.kernels.name_into(kmap, |(kernel, region)| {
