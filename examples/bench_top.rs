@@ -11,7 +11,8 @@
 //!   read per second, `top`'s own CPU (its final line: this process, every thread) and with its
 //!   agents (rusage of the waited-for child). The H200's rate (about 20,000 kernels a second
 //!   and their API calls): `BENCH_KERNELS=40 BENCH_STEP_US=1500 BENCH_API=1`; `BENCH_ONLY=cuda`
-//!   leaves the ROCm row out;
+//!   leaves the ROCm row out, `BENCH_KEEP=DIR` keeps the databases read (`top -d DIR`: count
+//!   their rows);
 //! * ROCm: the ROCm stand-in, whose tool writes a copy of a rocpd database at every detach, as
 //!   rocprofiler-sdk writes at detach: one session per refresh; the time each refresh leaves
 //!   untraced (attach, detach, read: the median of the header's figure) and the CPU as above.
@@ -69,6 +70,11 @@ fn top(pid: i32, extra: &[&str], env: &[(&str, String)]) -> Run {
         .args(["top", "-p", &pid.to_string(), "--batch", "--full-names"])
         .args(["--interval", &interval, "-n", &iterations])
         .args(extra)
+        .args(
+            std::env::var("BENCH_KEEP")
+                .map(|d| vec!["-d".to_string(), d])
+                .unwrap_or_default(),
+        )
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
