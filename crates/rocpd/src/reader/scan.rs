@@ -172,7 +172,7 @@ impl<'s, 'c> EventLookup<'s, 'c> {
 }
 
 /// A sample track: the thread (pid, tid) and the name id.
-type Track = (i64, i64, Option<i64>);
+pub(super) type Track = (i64, i64, Option<i64>);
 
 /// Calls `f` with the rows of two streams in id order, merged in id order (the first stream's
 /// row first on a tie).

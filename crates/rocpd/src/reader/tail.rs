@@ -12,6 +12,7 @@
 use rusqlite::Row;
 
 use super::rows::{int, opt};
+use super::scan::Track;
 use super::{IdMap, Source};
 use crate::error::Result;
 
@@ -192,7 +193,7 @@ impl Source<'_> {
                 format!("SELECT id, track_id, timestamp, NULL FROM {s} WHERE id >= ?1 ORDER BY id")
             }
         };
-        let mut tracks: Option<IdMap<i64, (i64, i64, Option<i64>)>> = None;
+        let mut tracks: Option<IdMap<i64, Track>> = None;
         let mut found: Vec<(i64, i64, i64, Option<i64>)> = Vec::new();
         self.each_from(&sql, from, |r| {
             found.push((int(r, 0)?, int(r, 1)?, int(r, 2)?, opt(r, 3)?));
