@@ -11,7 +11,8 @@
 //!   read per second, `top`'s own CPU (its final line: this process, every thread) and with its
 //!   agents (rusage of the waited-for child). The H200's rate (about 20,000 kernels a second
 //!   and their API calls): `BENCH_KERNELS=40 BENCH_STEP_US=1500 BENCH_API=1`; `BENCH_ONLY=cuda`
-//!   leaves the ROCm row out, `BENCH_KEEP=DIR` keeps the databases read (`top -d DIR`: count
+//!   leaves the ROCm row out, `BENCH_FULL_NAMES=0` shows shortened names (demangled: `top`'s
+//!   default, without `--full-names`), `BENCH_KEEP=DIR` keeps the databases read (`top -d DIR`: count
 //!   their rows);
 //! * ROCm: the ROCm stand-in, whose tool writes a copy of a rocpd database at every detach, as
 //!   rocprofiler-sdk writes at detach: one session per refresh; the time each refresh leaves
@@ -67,7 +68,8 @@ fn top(pid: i32, extra: &[&str], env: &[(&str, String)]) -> Run {
     let cpu0 = children_cpu_ms();
     let start = std::time::Instant::now();
     let mut child = Command::new(kit::release_bin())
-        .args(["top", "-p", &pid.to_string(), "--batch", "--full-names"])
+        .args(["top", "-p", &pid.to_string(), "--batch"])
+        .args((std::env::var("BENCH_FULL_NAMES").as_deref() != Ok("0")).then_some("--full-names"))
         .args(["--interval", &interval, "-n", &iterations])
         .args(extra)
         .args(
