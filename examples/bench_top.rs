@@ -5,10 +5,15 @@
 //! `ROCPROF_ATTACH_BIN` picks another build, `BENCH_ITERATIONS` the refreshes, default 20, at
 //! `BENCH_INTERVAL`, default 1s). Prints a Markdown table:
 //!
-//! * CUDA: the CUDA stand-in launching 4 kernels, a copy and a memset every 2 ms (about 2,000
-//!   kernels a second), watched by `top --batch`: the rows read per second, `top`'s own CPU
-//!   (its final line: this process, every thread) and with its agents (rusage of the waited-for
-//!   child);
+//! * CUDA: the CUDA stand-in launching `BENCH_KERNELS` kernels (default 4), a copy and a memset
+//!   every `BENCH_STEP_US` µs (default 2000: about 2,000 kernels a second), watched by
+//!   `top --batch` (with `--api` when `BENCH_API=1`: the runtime API calls too): the kernels
+//!   read per second, `top`'s own CPU (its final line: this process, every thread) and with its
+//!   agents (rusage of the waited-for child). The H200's rate (about 20,000 kernels a second
+//!   and their API calls): `BENCH_KERNELS=40 BENCH_STEP_US=1500 BENCH_API=1`; `BENCH_ONLY=cuda`
+//!   leaves the ROCm row out, `BENCH_FULL_NAMES=0` shows shortened names (demangled: `top`'s
+//!   default, without `--full-names`), `BENCH_KEEP=DIR` keeps the databases read (`top -d DIR`: count
+//!   their rows);
 //! * ROCm: the ROCm stand-in, whose tool writes a copy of a rocpd database at every detach, as
 //!   rocprofiler-sdk writes at detach: one session per refresh; the time each refresh leaves
 //!   untraced (attach, detach, read: the median of the header's figure) and the CPU as above.
@@ -51,6 +56,9 @@ struct Run {
     with_agents_pct: f64,
     gap_ms: f64,
     rows_per_s: f64,
+    /// `top`'s own CPU per 1,000 kernels read (ms): the cost per row, whatever rate the loaded
+    /// machine let the stand-in reach.
+    ms_per_1k: f64,
 }
 
 /// Runs `top --batch` on `pid` and reads what it printed.
@@ -60,9 +68,15 @@ fn top(pid: i32, extra: &[&str], env: &[(&str, String)]) -> Run {
     let cpu0 = children_cpu_ms();
     let start = std::time::Instant::now();
     let mut child = Command::new(kit::release_bin())
-        .args(["top", "-p", &pid.to_string(), "--batch", "--full-names"])
+        .args(["top", "-p", &pid.to_string(), "--batch"])
+        .args((std::env::var("BENCH_FULL_NAMES").as_deref() != Ok("0")).then_some("--full-names"))
         .args(["--interval", &interval, "-n", &iterations])
         .args(extra)
+        .args(
+            std::env::var("BENCH_KEEP")
+                .map(|d| vec!["-d".to_string(), d])
+                .unwrap_or_default(),
+        )
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -77,13 +91,13 @@ fn top(pid: i32, extra: &[&str], env: &[(&str, String)]) -> Run {
         .iter()
         .filter_map(|l| number_after(l, "attach, detach and read take "))
         .collect();
-    let own = lines
+    let (own_ms, own) = lines
         .iter()
         .find_map(|l| {
             let cpu = number_after(l, "top's own CPU: ")?;
-            Some(cpu / 10.0 / number_after(l, " ms over ")?)
+            Some((cpu, cpu / 10.0 / number_after(l, " ms over ")?))
         })
-        .unwrap_or(f64::NAN);
+        .unwrap_or((f64::NAN, f64::NAN));
     // The final table: the launches of every kernel since the start, first on each row.
     let totals = lines
         .iter()
@@ -107,17 +121,21 @@ fn top(pid: i32, extra: &[&str], env: &[(&str, String)]) -> Run {
         with_agents_pct: (children_cpu_ms() - cpu0) / 10.0 / wall_s,
         gap_ms: median(gaps),
         rows_per_s: launches / wall_s,
+        ms_per_1k: own_ms * 1e3 / launches,
     }
 }
 
 fn main() {
-    println!("| Backend | Target | Wall | Kernels read / s | top's own CPU | with its agents | Untraced per refresh |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| Backend | Target | Wall | Kernels read / s | top's own CPU | with its agents | per 1,000 kernels | Untraced per refresh |");
+    println!("|---|---|---|---|---|---|---|---|");
     let s = build_standins();
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let (kernels, step_us) = (env("BENCH_KERNELS", "4"), env("BENCH_STEP_US", "2000"));
+    let api = env("BENCH_API", "0") == "1";
     let mut cuda = Command::new(&s.target)
         .arg("--with-cupti")
         .arg(&s.libcupti)
-        .args(["--step-us", "2000"])
+        .args(["--kernels-per-step", &kernels, "--step-us", &step_us])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -129,18 +147,24 @@ fn main() {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "cuda_target ended");
     }
+    // Its "step" lines go on while `top` runs: keep its pipe drained.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let tool = kit::release_bin().with_file_name("librocprof_cuda_tool.so");
     let r = top(
         cuda.id() as i32,
-        &[],
+        if api { &["--api"] } else { &[] },
         &[("ROCPROF_ATTACH_CUDA_TOOL", tool.display().to_string())],
     );
     println!(
-        "| CUDA | stand-in, 4 kernels + 2 copies / 2 ms | {:.1} s | {:.0} | {:.2} % | {:.2} % | none (one session) |",
-        r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct
+        "| CUDA | stand-in, {kernels} kernels + 2 copies / {step_us} µs{} | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.3} ms | none (one session) |",
+        if api { ", API calls traced" } else { "" },
+        r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct, r.ms_per_1k
     );
     let _ = cuda.kill();
     let _ = cuda.wait();
+    if env("BENCH_ONLY", "") == "cuda" {
+        return;
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let db = kit::rocpd::full_db(&dir.path().join("source.db"), 4242, 7);
@@ -150,7 +174,7 @@ fn main() {
     });
     let r = top(t.pid, &["-t", tool_lib().to_str().unwrap()], &[]);
     println!(
-        "| ROCm | stand-in register and tool, a database copied at each detach | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.1} ms (median) |",
-        r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct, r.gap_ms
+        "| ROCm | stand-in register and tool, a database copied at each detach | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.3} ms | {:.1} ms (median) |",
+        r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct, r.ms_per_1k, r.gap_ms
     );
 }

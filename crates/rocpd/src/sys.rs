@@ -30,3 +30,17 @@ pub fn sqlite_disable_memstatus() {
         }
     });
 }
+
+/// Keep freed heap memory for the next allocations instead of handing it back to the system
+/// at each free (glibc's trim and mmap thresholds raised to 32 MiB and 16 MiB): for a process
+/// that reads a database every second, whose page cache SQLite frees and allocates again at
+/// each read of a file that changed. The heap then stays at its largest size, a few MiB.
+pub fn keep_freed_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt takes two ints and only changes glibc's allocator thresholds; it is safe
+    // to call at any time, from any thread.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 16 << 20);
+    }
+}

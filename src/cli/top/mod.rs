@@ -285,6 +285,8 @@ fn own_cpu(started: Instant) -> String {
 
 fn watch_all(cfg: &TopConfig, dir: &Path, ui: &Ui) -> ExitCode {
     let started = Instant::now();
+    // Each refresh reads the new rows; the memory one read frees serves the next.
+    crate::rocpd::report::live::keep_freed_memory();
     let messages: Messages = Messages::default();
     let events = |ev: Event| {
         if let Some(m) = watch::describe(&ev) {

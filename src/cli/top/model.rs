@@ -464,8 +464,23 @@ pub fn percent(part: u64, whole: u64) -> f64 {
 
 /// A kernel name shortened for a table: demangled (when the tool left it mangled), without its
 /// return type, template arguments and parameters (`void at::native::foo<4, Bar>(int)` →
-/// `at::native::foo`).
+/// `at::native::foo`). Each distinct name is shortened once: the tables show the same names at
+/// every refresh.
 pub fn short_name(name: &str) -> String {
+    thread_local! {
+        static SHORT: std::cell::RefCell<HashMap<String, String>> = Default::default();
+    }
+    SHORT.with_borrow_mut(|m| {
+        if let Some(s) = m.get(name) {
+            return s.clone();
+        }
+        let s = shorten(name);
+        m.insert(name.to_string(), s.clone());
+        s
+    })
+}
+
+fn shorten(name: &str) -> String {
     let demangled = name
         .starts_with("_Z")
         .then(|| cpp_demangle::Symbol::new(name).ok().map(|s| s.to_string()))

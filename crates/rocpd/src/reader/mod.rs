@@ -13,6 +13,8 @@
 //! * `rows`: the row types the streams hand out ([`DispatchRow`], [`ApiRow`], ...);
 //! * `scan`: the streams themselves, each a scan of one fact table merged with a scan of
 //!   `rocpd_event`, with the time window applied;
+//! * `tail`: the light streams of a database read while it is written (`top`): a few columns
+//!   from an id on ([`KernelTime`], [`CopyTime`], [`CallTime`]);
 //! * `device`: the one reader of kernel dispatches and memory copies every converter uses
 //!   ([`Source::dispatch_scan`], [`Source::copy_scan`]).
 
@@ -21,6 +23,7 @@ mod dims;
 mod kinds;
 mod rows;
 mod scan;
+mod tail;
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -35,6 +38,7 @@ pub use device::Order;
 pub use dims::{AgentInfo, Dims, IdHasher, IdMap, NodeValue, PmcInfo, ProcessInfo, SymbolInfo};
 pub(crate) use rows::roctx_message;
 pub use rows::{AllocRow, ApiRow, CopyRow, CounterRow, DispatchRow};
+pub use tail::{CallTime, CopyTime, KernelTime};
 
 /// How `Agent_Id` cells are labelled (rocprofv3 `--agent-index`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -322,18 +326,28 @@ impl Input {
 
     /// The processes of this database as iterable sources.
     pub fn sources(&self) -> Result<Vec<Source<'_>>> {
-        let tables = table_names(&self.conn).map_err(|e| read_error(&self.path, e))?;
-        Ok(self
-            .sources
+        Ok(self.sources_in(&self.table_names()?))
+    }
+
+    /// The names of the database's tables (what [`Input::sources_in`] takes).
+    pub fn table_names(&self) -> Result<Vec<String>> {
+        table_names(&self.conn).map_err(|e| read_error(&self.path, e))
+    }
+
+    /// The processes of this database as iterable sources, given its tables (read before with
+    /// [`Input::table_names`]: a reader of a file being written reads them again only when its
+    /// schema changes).
+    pub fn sources_in(&self, tables: &[String]) -> Vec<Source<'_>> {
+        self.sources
             .iter()
             .map(|info| Source {
                 input: self,
                 info,
-                tables: tables.clone(),
+                tables: tables.to_vec(),
                 window: None,
                 ids: None,
             })
-            .collect())
+            .collect()
     }
 }
 

@@ -172,7 +172,7 @@ impl<'s, 'c> EventLookup<'s, 'c> {
 }
 
 /// A sample track: the thread (pid, tid) and the name id.
-type Track = (i64, i64, Option<i64>);
+pub(super) type Track = (i64, i64, Option<i64>);
 
 /// Calls `f` with the rows of two streams in id order, merged in id order (the first stream's
 /// row first on a tie).
@@ -375,7 +375,7 @@ impl Source<'_> {
 
     /// The sample tracks: per id, the thread (pid, tid) and name id. Tracks (one per thread and
     /// name) are few: they are kept in memory.
-    fn tracks(&self) -> Result<IdMap<i64, Track>> {
+    pub(super) fn tracks(&self) -> Result<IdMap<i64, Track>> {
         let e = self.err();
         let mut tracks: IdMap<i64, Track> = IdMap::default();
         if let Some(t) = self.table("rocpd_track") {

@@ -8,6 +8,14 @@
 //! Rows are read by id: each read takes the rows of each table whose id is above the highest
 //! one read before, in one read transaction (a writer commits between reads, never during one).
 //! A file that does not exist yet, or whose first commit has not happened, is "not ready".
+//!
+//! What a read costs grows with the rows added, not with the database (`top` at a 1 s interval
+//! reads tens of thousands of rows a second; docs/performance.md, "Live view"): the rows come
+//! through [`crate::reader::Source::kernel_times`] and its siblings (the few columns folded,
+//! statements prepared once, an API call's category looked up by its event id, no scan of the
+//! event table, no JSON), are folded by ids, and named once per read from dimension tables kept
+//! between reads (loaded again only when a row names an id they lack: rows are only ever added
+//! to them). The table list is read again only when the schema changes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -16,7 +24,7 @@ use super::pass::{merge_named, ByKey};
 use crate::csv::kernel_name;
 use crate::domain::Domain;
 use crate::error::Result;
-use crate::reader::{IdMap, Input, Source};
+use crate::reader::{Dims, IdMap, Input, Source};
 use crate::summary::{Stats, Summary};
 use crate::ConvertOptions;
 
@@ -63,12 +71,35 @@ struct Next {
     api: i64,
 }
 
+/// One of the slowest calls: duration, row id, name id, tid.
+type Slow = (u64, i64, Option<i64>, i64);
+
+/// What is kept of one process between reads: where the next read starts, its rank, and its
+/// dimension tables (strings, symbols, agents: rows are only ever added to them, so they are
+/// loaded again only when a new row names an id they lack).
+struct Known {
+    next: Next,
+    rank: Option<i64>,
+    dims: Dims,
+    /// The domain of each API category id.
+    kinds: IdMap<Option<i64>, Option<Domain>>,
+}
+
+/// Sets the allocator up for a process that reads live databases every interval: freed memory
+/// is kept for the next read instead of being handed back to the system and faulted in again
+/// (SQLite frees its page cache at every read of a file another process changed). Process-wide
+/// (glibc's thresholds), so a front end calls it, once.
+pub fn keep_freed_memory() {
+    crate::sys::keep_freed_heap();
+}
+
 /// A database read a little at a time.
 pub struct LiveDb {
     path: PathBuf,
     input: Option<Input>,
-    next: HashMap<String, Next>,
-    ranks: HashMap<String, Option<i64>>,
+    /// The tables, as of the schema version read with them.
+    tables: Option<(i64, Vec<String>)>,
+    known: HashMap<String, Known>,
 }
 
 impl LiveDb {
@@ -77,8 +108,8 @@ impl LiveDb {
         LiveDb {
             path: path.to_path_buf(),
             input: None,
-            next: HashMap::new(),
-            ranks: HashMap::new(),
+            tables: None,
+            known: HashMap::new(),
         }
     }
 
@@ -104,125 +135,188 @@ impl LiveDb {
         };
         // One snapshot for the dimensions and the rows: a kernel read always finds its symbol.
         input.connection().execute_batch("BEGIN")?;
-        let out = read_all(input, opts, &mut self.next, &mut self.ranks);
+        let out = read_all(input, opts, &mut self.tables, &mut self.known);
         let _ = input.connection().execute_batch("COMMIT");
         out.map(Some)
     }
 }
 
+/// The database's tables: read again only when its schema changed.
+fn tables<'t>(input: &Input, cached: &'t mut Option<(i64, Vec<String>)>) -> Result<&'t [String]> {
+    let version: i64 = input
+        .connection()
+        .prepare_cached("PRAGMA schema_version")?
+        .query_row([], |r| r.get(0))?;
+    if cached.as_ref().is_none_or(|c| c.0 != version) {
+        *cached = Some((version, input.table_names()?));
+    }
+    Ok(cached.as_ref().map(|c| c.1.as_slice()).unwrap_or_default())
+}
+
 fn read_all(
     input: &Input,
     opts: &ConvertOptions,
-    next: &mut HashMap<String, Next>,
-    ranks: &mut HashMap<String, Option<i64>>,
+    cached: &mut Option<(i64, Vec<String>)>,
+    known: &mut HashMap<String, Known>,
 ) -> Result<Vec<Delta>> {
     let mut out = Vec::new();
-    for src in input.sources()? {
-        let key = src.info.guid.clone();
-        let rank = *ranks
-            .entry(key.clone())
-            .or_insert_with(|| super::summary::rank_of(&src));
-        let n = next.entry(key).or_default();
-        let mut d = read_source(&src, opts, n)?;
-        d.rank = rank;
+    for src in input.sources_in(tables(input, cached)?) {
+        let k = match known.entry(src.info.guid.clone()) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(Known {
+                next: Next::default(),
+                rank: super::summary::rank_of(&src),
+                dims: src.dims(opts.agent_index)?,
+                kinds: IdMap::default(),
+            }),
+        };
+        let mut d = read_source(&src, opts, k)?;
+        d.rank = k.rank;
         out.push(d);
     }
     Ok(out)
 }
 
-/// A source limited to the ids from `from` on.
-fn from_id<'a>(src: &Source<'a>, from: i64) -> Source<'a> {
-    src.clone().with_ids(Some((from, i64::MAX)))
+/// The rows of one process read from `next` on, folded by ids (named once the read is done).
+#[derive(Default)]
+struct Folded {
+    kernels: ByKey<(i64, Option<i64>)>,
+    agents: IdMap<i64, Vec<(i64, i64)>>,
+    copies: ByKey<Option<i64>>,
+    bytes: IdMap<Option<i64>, u64>,
+    /// API calls by their category and name ids (the domain comes with the names).
+    apis: ByKey<(Option<i64>, Option<i64>)>,
+    /// The slowest calls of each category (the domain comes with the names): duration, row
+    /// id, name, tid.
+    slow: IdMap<Option<i64>, Vec<Slow>>,
+    rows: u64,
 }
 
-/// Reads the rows of one process from `next` on, and moves `next` past them.
-fn read_source(src: &Source<'_>, opts: &ConvertOptions, next: &mut Next) -> Result<Delta> {
-    let dims = src.dims(opts.agent_index)?;
+/// Reads the rows of one process from `k.next` on, and moves `k.next` past them.
+fn read_source(src: &Source<'_>, opts: &ConvertOptions, k: &mut Known) -> Result<Delta> {
+    let next = &mut k.next;
+    let mut f = Folded::default();
+    next.dispatch = src.kernel_times(next.dispatch, opts.kernel_rename, |r| {
+        f.kernels
+            .add((r.kernel_id, r.region_name_id), r.start, r.end);
+        f.agents
+            .entry(r.agent_id)
+            .or_default()
+            .push((r.start, r.end));
+        f.rows += 1;
+    })?;
+    next.copy = src.copy_times(next.copy, |m| {
+        f.copies.add(m.name_id, m.start, m.end);
+        *f.bytes.entry(m.name_id).or_default() += m.size.max(0) as u64;
+        f.rows += 1;
+    })?;
+    src.call_times(next.api, |a| {
+        next.api = next.api.max(a.id + 1);
+        f.rows += 1;
+        f.apis.add((a.category_id, a.name_id), a.start, a.end);
+        keep_slowest(
+            f.slow.entry(a.category_id).or_default(),
+            (
+                super::pass::duration(a.start, a.end),
+                a.id,
+                a.name_id,
+                a.tid,
+            ),
+        );
+    })?;
+    if lacks_names(&k.dims, &f, opts.kernel_rename) {
+        k.dims = src.dims(opts.agent_index)?;
+    }
+    Ok(name(&k.dims, &mut k.kinds, opts, f))
+}
+
+/// Whether a row read names a string, symbol or agent that `dims` lacks (added since they were
+/// loaded).
+fn lacks_names(dims: &Dims, f: &Folded, rename: bool) -> bool {
+    let string = |id: &Option<i64>| id.is_some_and(|i| !dims.strings.contains_key(&i));
+    f.kernels.entries().any(|((kernel, region), _)| {
+        !dims.symbols.contains_key(kernel) || (rename && string(region))
+    }) || f.agents.keys().any(|a| !dims.agents.contains_key(a))
+        || f.copies.entries().any(|(n, _)| string(n))
+        || f.apis.entries().any(|((c, n), _)| string(c) || string(n))
+}
+
+/// The statistics of `f` under their names, as `summary` names them.
+fn name(
+    dims: &Dims,
+    kinds: &mut IdMap<Option<i64>, Option<Domain>>,
+    opts: &ConvertOptions,
+    f: Folded,
+) -> Delta {
     let mut d = Delta {
         pid: dims.process.pid,
+        rows: f.rows,
         ..Delta::default()
     };
-    let mut kernels: ByKey<(i64, Option<i64>)> = ByKey::new();
-    let mut agents: IdMap<i64, Vec<(i64, i64)>> = IdMap::default();
-    from_id(src, next.dispatch).dispatches(|k| {
-        next.dispatch = next.dispatch.max(k.id + 1);
-        kernels.add((k.kernel_id, k.region_name_id), k.start, k.end);
-        agents.entry(k.agent_id).or_default().push((k.start, k.end));
-        d.rows += 1;
-        Ok(())
-    })?;
-    let mut copies: ByKey<Option<i64>> = ByKey::new();
-    let mut bytes: IdMap<Option<i64>, u64> = IdMap::default();
-    from_id(src, next.copy).memory_copies(|m| {
-        next.copy = next.copy.max(m.id + 1);
-        copies.add(m.name_id, m.start, m.end);
-        *bytes.entry(m.name_id).or_default() += m.size.max(0) as u64;
-        d.rows += 1;
-        Ok(())
-    })?;
-    let mut apis: ByKey<(Domain, Option<i64>)> = ByKey::new();
-    let mut kinds: IdMap<Option<i64>, Option<Domain>> = IdMap::default();
-    let mut slow: Vec<(u64, Domain, Option<i64>, i64)> = Vec::new();
-    from_id(src, next.api).api_calls(|a| {
-        next.api = next.api.max(a.id + 1);
-        d.rows += 1;
-        let domain = *kinds
-            .entry(a.category_id)
-            .or_insert_with(|| Domain::of_api_kind(dims.string(a.category_id)));
-        match domain {
-            Some(Domain::MarkerApi) | None => {}
-            Some(dom) => {
-                apis.add((dom, a.name_id), a.start, a.end);
-                keep_slowest(
-                    &mut slow,
-                    (super::pass::duration(a.start, a.end), dom, a.name_id, a.tid),
-                );
+    // A category's domain is kept once its name is known (a missing one may come later).
+    let mut domain = |c: Option<i64>| match kinds.get(&c) {
+        Some(d) => *d,
+        None => {
+            let d = Domain::of_api_kind(dims.string(c));
+            if c.is_none_or(|i| dims.strings.contains_key(&i)) {
+                kinds.insert(c, d);
             }
+            d
         }
-        Ok(())
-    })?;
+    };
     let kmap = d.summary.domains.entry(Domain::KernelDispatch).or_default();
-    kernels.name_into(kmap, |(kernel, region)| {
-        kernel_name(&dims, *kernel, *region, opts.kernel_rename)
+    f.kernels.name_into(kmap, |(kernel, region)| {
+        kernel_name(dims, *kernel, *region, opts.kernel_rename)
     });
     let cmap = d.summary.domains.entry(Domain::MemoryCopy).or_default();
-    copies.name_into(cmap, |n| dims.string(*n));
-    for (n, b) in &bytes {
+    f.copies.name_into(cmap, |n| dims.string(*n));
+    for (n, b) in &f.bytes {
         *d.copy_bytes.entry(dims.string(*n).to_owned()).or_default() += b;
     }
-    for ((dom, name), s) in apis.entries() {
-        merge_named(
-            d.summary.domains.entry(*dom).or_default(),
-            dims.string(*name),
-            s,
-        );
+    for ((c, n), s) in f.apis.entries() {
+        // Markers are left out (their names are their messages), and so are unknown kinds.
+        if let Some(dom) = domain(*c).filter(|d| *d != Domain::MarkerApi) {
+            merge_named(
+                d.summary.domains.entry(dom).or_default(),
+                dims.string(*n),
+                s,
+            );
+        }
     }
     d.summary.domains.retain(|_, m| !m.is_empty());
-    for (a, v) in agents {
-        let name = crate::pftrace::tracks::agent_name(&dims, a, opts.agent_index);
+    for (a, v) in f.agents {
+        let name = crate::pftrace::tracks::agent_name(dims, a, opts.agent_index);
         d.intervals.entry(name).or_default().extend(v);
     }
+    // The slowest of every category kept, longest first, then in id order (as read).
+    let mut slow: Vec<(Slow, Domain)> = f
+        .slow
+        .into_iter()
+        .filter_map(|(c, v)| Some((v, domain(c).filter(|d| *d != Domain::MarkerApi)?)))
+        .flat_map(|(v, dom)| v.into_iter().map(move |s| (s, dom)))
+        .collect();
+    slow.sort_unstable_by_key(|(s, _)| (std::cmp::Reverse(s.0), s.1));
+    slow.truncate(SLOWEST);
     d.slowest = slow
         .into_iter()
-        .map(|(duration, domain, name, tid)| Call {
+        .map(|((duration, _, name, tid), domain)| Call {
             name: dims.string(name).to_owned(),
             domain,
             tid,
             duration,
         })
         .collect();
-    Ok(d)
+    d
 }
 
-/// Keeps the [`SLOWEST`] longest calls, longest first.
-fn keep_slowest<T: Ord + Copy>(
-    v: &mut Vec<(u64, T, Option<i64>, i64)>,
-    c: (u64, T, Option<i64>, i64),
-) {
-    if v.len() == SLOWEST && v.last().is_some_and(|l| l.0 >= c.0) {
+/// Keeps the [`SLOWEST`] longest calls, longest first, then by row id: the calls kept and their
+/// order do not depend on the order they come in.
+fn keep_slowest(v: &mut Vec<Slow>, c: Slow) {
+    let key = |x: &Slow| (std::cmp::Reverse(x.0), x.1);
+    if v.len() == SLOWEST && v.last().is_some_and(|l| key(l) <= key(&c)) {
         return;
     }
-    let at = v.partition_point(|x| x.0 >= c.0);
+    let at = v.partition_point(|x| key(x) <= key(&c));
     v.insert(at, c);
     v.truncate(SLOWEST);
 }
@@ -268,13 +362,19 @@ mod tests {
 
     #[test]
     fn keeps_the_slowest_longest_first() {
-        let mut v: Vec<(u64, u8, Option<i64>, i64)> = Vec::new();
-        for i in 0..100u64 {
-            keep_slowest(&mut v, ((i * 37) % 101, 0, None, 0));
+        let mut v: Vec<Slow> = Vec::new();
+        for i in 0..100i64 {
+            keep_slowest(&mut v, ((i as u64 * 37) % 101 / 4, i, None, 0));
         }
         assert_eq!(v.len(), SLOWEST);
-        assert!(v.windows(2).all(|w| w[0].0 >= w[1].0));
-        let max = (0..100u64).map(|i| (i * 37) % 101).max().unwrap();
+        assert!(v.windows(2).all(|w| (w[0].0, w[1].1) > (w[1].0, w[0].1)));
+        let max = (0..100u64).map(|i| (i * 37) % 101 / 4).max().unwrap();
         assert_eq!(v[0].0, max);
+        // The same calls in the reverse order: the same list.
+        let mut r: Vec<Slow> = Vec::new();
+        for i in (0..100i64).rev() {
+            keep_slowest(&mut r, ((i as u64 * 37) % 101 / 4, i, None, 0));
+        }
+        assert_eq!(r, v);
     }
 }

@@ -83,6 +83,12 @@ pub(crate) fn duration(start: i64, end: i64) -> u64 {
 /// Accumulates durations by a key, named at the end.
 pub(crate) struct ByKey<K>(IdMap<K, Stats>);
 
+impl<K> Default for ByKey<K> {
+    fn default() -> Self {
+        ByKey(IdMap::default())
+    }
+}
+
 impl<K: std::hash::Hash + Eq> ByKey<K> {
     pub(crate) fn new() -> Self {
         ByKey(IdMap::default())
