@@ -113,6 +113,26 @@ impl EnvList {
         self.vars.is_empty()
     }
 
+    /// This list without the entries `held` (a process's environment) has with the same value,
+    /// where `held` has that name once: setting them again would change nothing. A name `held`
+    /// has twice stays (which one the process's `getenv` sees is not known here).
+    pub fn without_held(&self, held: &[(String, String)]) -> EnvList {
+        let mut once: std::collections::HashMap<&str, Option<&str>> =
+            std::collections::HashMap::with_capacity(held.len());
+        for (n, v) in held {
+            once.entry(n.as_str())
+                .and_modify(|seen| *seen = None)
+                .or_insert(Some(v.as_str()));
+        }
+        let vars = self
+            .vars
+            .iter()
+            .filter(|(n, v)| once.get(n.as_str()) != Some(&Some(v.as_str())))
+            .cloned()
+            .collect();
+        EnvList { vars }
+    }
+
     /// The entries [`encode`] would send, in order.
     pub fn forwarded(&self) -> impl Iterator<Item = (&str, &str)> {
         self.iter()

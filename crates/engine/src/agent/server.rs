@@ -435,7 +435,7 @@ impl HeldWill {
     fn announce(&self) {
         for (item, file) in self.will.items.iter().zip(&self.files) {
             if let (Some(f), Some(file)) = (&item.file, file) {
-                will::rewrite(file, &f.on_death);
+                will::rewrite(file, &f.on_death, f.pad_to);
             }
         }
     }
@@ -465,7 +465,11 @@ impl HeldWill {
                 Some(job) => run_one(&item.target, job, self.will.timeouts, Reply::Nowhere).done,
             };
             if let (Some(f), Some(file)) = (&item.file, file) {
-                will::rewrite(file, if done { &f.on_success } else { &f.on_failure });
+                will::rewrite(
+                    file,
+                    if done { &f.on_success } else { &f.on_failure },
+                    f.pad_to,
+                );
             }
         }
     }
