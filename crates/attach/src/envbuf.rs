@@ -79,6 +79,19 @@ impl EnvList {
         }
     }
 
+    /// Set each of `pairs` whose name the list lacks, appended in order (`pairs` names each
+    /// variable once): one pass over the list, not one per pair.
+    pub fn set_absent(&mut self, pairs: &[(&str, &str)]) {
+        let have: std::collections::HashSet<&str> =
+            self.vars.iter().map(|(n, _)| n.as_str()).collect();
+        let missing: Vec<(String, String)> = pairs
+            .iter()
+            .filter(|(n, _)| !have.contains(n))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        self.vars.extend(missing);
+    }
+
     /// Append `value` to `name` with `sep` between the old and the new value, or set it when the
     /// variable is absent or empty. An empty `value` leaves the variable unchanged.
     pub fn append(&mut self, name: &str, value: &str, sep: &str) {
