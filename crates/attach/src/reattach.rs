@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::toolpath::{classify_library, maps_of, SdkKind, ToolChoice};
 use rocprof_engine::elf;
 use rocprof_engine::procfs::{self, Mapping};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -221,14 +221,14 @@ pub fn check_settings(pid: i32, env: &crate::envbuf::EnvList) -> Result<()> {
         },
     };
     // The last value of each setting the earlier attach left (a later `setenv` replaces).
-    let mut then: HashMap<&str, &str> = HashMap::new();
-    for (n, v) in live.iter().filter(|(n, _)| fixed_on_reattach(n)) {
-        then.insert(n.as_str(), v.as_str());
-    }
-    let now: HashMap<&str, &str> = env.iter().filter(|(n, _)| fixed_on_reattach(n)).collect();
-    let mut names: Vec<&str> = then.keys().chain(now.keys()).copied().collect();
-    names.sort_unstable();
-    names.dedup();
+    // Ordered maps: a few dozen short names, compared more cheaply than hashed.
+    let then: BTreeMap<&str, &str> = live
+        .iter()
+        .filter(|(n, _)| fixed_on_reattach(n))
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let now: BTreeMap<&str, &str> = env.iter().filter(|(n, _)| fixed_on_reattach(n)).collect();
+    let names: BTreeSet<&str> = then.keys().chain(now.keys()).copied().collect();
     let show = |v: &str| {
         if v.is_empty() {
             "not set".to_string()
