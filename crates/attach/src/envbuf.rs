@@ -269,7 +269,8 @@ mod tests {
         .iter()
         .map(|(n, v)| (n.to_string(), v.to_string()))
         .collect();
-        let sent: Vec<(&str, &str)> = env.without_held(&held).iter().collect();
+        let kept = env.without_held(&held);
+        let sent: Vec<(&str, &str)> = kept.iter().collect();
         // B differs, D is held twice, E is not held.
         assert_eq!(
             sent,
