@@ -16,6 +16,8 @@
 #
 #   bash examples/bench_guard.sh OLD/rocprof-attach NEW/rocprof-attach
 #   RUNS=60 FIXTURES=KIT/fixtures bash examples/bench_guard.sh A B C
+#   KEEP=DIR bash examples/bench_guard.sh A B   # keeps DIR/cgN.PID (callgrind, one file per
+#     process: `callgrind_annotate --inclusive=yes FILE`) and DIR/stN.txt (strace -c) of binary N
 set -u
 [ $# -gt 0 ] || { echo "usage: bench_guard.sh BINARY..." >&2; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,6 +46,7 @@ for b in "$@"; do
   session "$b" "$p" "$W/st$i" strace -f -c -o "$W/st$i.txt"
   calls=$(awk '/total$/{print $4}' "$W/st$i.txt")
   printf '%s: %s instructions, %s system calls per session\n' "$b" "$ir" "$calls"
+  [ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$W"/cg$i.* "$W/st$i.txt" "$KEEP"/; }
 done
 python3 - "$RUNS" "$T" "$REG" "$TOOL" "$W" "$@" <<'EOF'
 import os, re, resource, statistics, subprocess, sys, time

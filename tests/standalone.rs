@@ -55,13 +55,29 @@ fn sessions_in_sequence_on_one_target_each_stand_alone() {
     assert_eq!(env["ROCPROF_HIP_RUNTIME_API_TRACE"], "1");
     assert_eq!(env["ROCPROF_KERNEL_TRACE"], "0");
     assert_eq!(env["ROCPROF_OUTPUT_FILE_NAME"], "%hostname%/%pid%");
-    // Nothing of session 1 is left to chance: every ROCPROF_* variable it sent is sent again.
+    // Nothing of session 1 is left to chance: the target holds, after session 2, exactly what
+    // the same session makes a fresh target hold (which gets every variable), for every
+    // variable session 1 sent. Session 2 sends only what differs from what session 1 left (the
+    // register would `setenv` the rest to what it is).
+    let fresh = Target::spawn(TargetOpts::default());
+    let fresh_pid = fresh.pid.to_string();
+    let mut args = vec!["--attach", &fresh_pid, "-d", s(&out), "-t", s(&tool)];
+    args.extend(["--hip-trace", "--attach-duration-msec", "100"]);
+    let (code, _, stderr) = rocprof_attach(&args, &[]).finish();
+    assert_eq!(code, 0, "{stderr}");
+    let whole = attach_pairs(&fresh, 0);
     for name in sent.keys().filter(|n| n.starts_with("ROCPROF_")) {
-        assert!(
-            sent2.contains_key(name),
-            "{name} not sent by session 2: {sent2:?}"
+        assert!(whole.contains_key(name), "{name} not sent: {whole:?}");
+    }
+    for (name, value) in whole.iter().filter(|(n, _)| *n != "ROCPROF_ATTACH_PID") {
+        assert_eq!(
+            env.get(name),
+            Some(value),
+            "{name} after session 2 (which sent {sent2:?})"
         );
     }
+    assert!(sent2.contains_key("ROCPROF_OUTPUT_FILE_NAME"), "{sent2:?}");
+    assert!(!sent2.contains_key("ROCPROF_KERNEL_TRACE"), "{sent2:?}");
     // No empty boolean (fatal in the tool): every trace switch is 0 or 1.
     for (name, value) in &sent2 {
         if name.ends_with("_TRACE") {

@@ -143,8 +143,9 @@ pub const INSTALL_HINT: &str =
      `otf2-config` finds it)";
 
 /// The decision. `found`: the probe's result, or what was tried when nothing was found.
-/// `static_archive(dir, name)`: whether `dir/lib<name>.a` exists (only asked for a static build;
-/// `default_dirs` are searched after the probe's `-L` directories).
+/// `static_archive(dir, name)`: whether `dir/lib<name>.a` exists (an archive is linked wherever
+/// there is one, and a static build needs one; `default_dirs` are searched after the probe's `-L`
+/// directories).
 pub fn decide(
     mode: Mode,
     crt_static: bool,
@@ -174,14 +175,40 @@ pub fn decide(
             };
         }
     };
+    let dirs: Vec<&PathBuf> = found.search.iter().chain(default_dirs).collect();
     if !crt_static {
+        // The archive where there is one: the shared library would be loaded and relocated at
+        // every start of rocprof-attach and of its agent (about 130,000 instructions and ten
+        // system calls each, for a writer only `-f otf2` uses), and the binary would need it
+        // installed to run at all.
+        let archive = |lib: &String| dirs.iter().find(|d| static_archive(d, lib)).copied();
+        let libs: Vec<Link> = found
+            .libs
+            .iter()
+            .map(|lib| match archive(lib) {
+                Some(dir) => Link::Static(lib.clone(), dir.clone()),
+                None => Link::Default(lib.clone()),
+            })
+            .collect();
+        let mut search = found.search.clone();
+        for l in &libs {
+            if let Link::Static(_, dir) = l {
+                if !search.contains(dir) {
+                    search.push(dir.clone());
+                }
+            }
+        }
+        let linked = if libs.iter().all(|l| matches!(l, Link::Static(..))) {
+            ", linked statically"
+        } else {
+            ""
+        };
         return Decision::With {
-            search: found.search.clone(),
-            libs: found.libs.iter().cloned().map(Link::Default).collect(),
-            note: format!("OTF2 found with {}", found.how),
+            search,
+            libs,
+            note: format!("OTF2 found with {}{linked}", found.how),
         };
     }
-    let dirs: Vec<&PathBuf> = found.search.iter().chain(default_dirs).collect();
     let mut libs = Vec::new();
     let mut search: Vec<PathBuf> = Vec::new();
     for lib in &found.libs {
@@ -306,6 +333,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_dynamic_build_links_the_archive_where_there_is_one() {
+        let lib = PathBuf::from("/usr/lib/x86_64-linux-gnu");
+        let has = |d: &Path, n: &str| {
+            d == Path::new("/usr/lib/x86_64-linux-gnu") && n == "open-trace-format2"
+        };
+        assert_eq!(
+            decide(
+                Mode::Auto,
+                false,
+                Ok(&debian()),
+                std::slice::from_ref(&lib),
+                &has
+            ),
+            Decision::With {
+                search: vec![lib.clone()],
+                libs: vec![Link::Static("open-trace-format2".into(), lib)],
+                note: "OTF2 found with pkg-config otf2 3.0.2, linked statically".into(),
+            }
+        );
     }
 
     #[test]

@@ -79,6 +79,28 @@ impl EnvList {
         }
     }
 
+    /// Set each of `pairs` whose name the list lacks, appended in order (`pairs` names each
+    /// variable once): one pass over the list, not one per pair.
+    pub fn set_absent(&mut self, pairs: &[(&str, &str)]) {
+        // Only names that share a first byte with one of `pairs` can match: the rest of a
+        // process environment is not hashed.
+        let mut firsts: Vec<u8> = pairs.iter().filter_map(|(n, _)| n.bytes().next()).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        let have: std::collections::HashSet<&str> = self
+            .vars
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| n.bytes().next().is_some_and(|b| firsts.contains(&b)))
+            .collect();
+        let missing: Vec<(String, String)> = pairs
+            .iter()
+            .filter(|(n, _)| !have.contains(n))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        self.vars.extend(missing);
+    }
+
     /// Append `value` to `name` with `sep` between the old and the new value, or set it when the
     /// variable is absent or empty. An empty `value` leaves the variable unchanged.
     pub fn append(&mut self, name: &str, value: &str, sep: &str) {
@@ -111,6 +133,26 @@ impl EnvList {
     /// Whether the list is empty.
     pub fn is_empty(&self) -> bool {
         self.vars.is_empty()
+    }
+
+    /// This list without the entries `held` (a process's environment) has with the same value,
+    /// where `held` has that name once: setting them again would change nothing. A name `held`
+    /// has twice stays (which one the process's `getenv` sees is not known here).
+    pub fn without_held(&self, held: &[(String, String)]) -> EnvList {
+        let mut once: std::collections::HashMap<&str, Option<&str>> =
+            std::collections::HashMap::with_capacity(held.len());
+        for (n, v) in held {
+            once.entry(n.as_str())
+                .and_modify(|seen| *seen = None)
+                .or_insert(Some(v.as_str()));
+        }
+        let vars = self
+            .vars
+            .iter()
+            .filter(|(n, v)| once.get(n.as_str()) != Some(&Some(v.as_str())))
+            .cloned()
+            .collect();
+        EnvList { vars }
     }
 
     /// The entries [`encode`] would send, in order.
@@ -207,6 +249,50 @@ pub fn decode(buf: &[u8]) -> Result<Vec<(String, String)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_held_leaves_out_only_what_the_process_holds_once_with_the_same_value() {
+        let env = EnvList::from_pairs([
+            ("ROCPROF_A", "1"),
+            ("ROCPROF_B", "0"),
+            ("ROCPROF_C", ""),
+            ("ROCPROF_D", "x"),
+            ("ROCPROF_E", "y"),
+        ]);
+        let held: Vec<(String, String)> = [
+            ("ROCPROF_A", "1"),
+            ("ROCPROF_B", "1"),
+            ("ROCPROF_C", ""),
+            ("ROCPROF_D", "x"),
+            ("ROCPROF_D", "z"),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+        let kept = env.without_held(&held);
+        let sent: Vec<(&str, &str)> = kept.iter().collect();
+        // B differs, D is held twice, E is not held.
+        assert_eq!(
+            sent,
+            [("ROCPROF_B", "0"), ("ROCPROF_D", "x"), ("ROCPROF_E", "y")]
+        );
+    }
+
+    #[test]
+    fn set_absent_appends_only_missing_names_in_order() {
+        let mut env = EnvList::from_pairs([("HOME", "/root"), ("ROCPROF_B", "1")]);
+        env.set_absent(&[("ROCPROF_A", "0"), ("ROCPROF_B", "0"), ("ROCPROF_C", "")]);
+        let got: Vec<(&str, &str)> = env.iter().collect();
+        assert_eq!(
+            got,
+            [
+                ("HOME", "/root"),
+                ("ROCPROF_B", "1"),
+                ("ROCPROF_A", "0"),
+                ("ROCPROF_C", "")
+            ]
+        );
+    }
 
     #[test]
     fn spec_example_byte_for_byte() {

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::toolpath::{classify_library, maps_of, SdkKind, ToolChoice};
 use rocprof_engine::elf;
 use rocprof_engine::procfs::{self, Mapping};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -61,6 +61,9 @@ pub(crate) fn check_reattach(
     choice: &ToolChoice,
     given: Option<&[Mapping]>,
 ) -> Result<()> {
+    // What an earlier preflight of this process (an earlier session of a library front end)
+    // read may be out of date: this one reads again.
+    forget(pid);
     let maps = match maps_of(pid, given) {
         Ok(m) => m,
         Err(rocprof_engine::Error::ProcessGone { pid }) => return Err(Error::ProcessGone { pid }),
@@ -218,14 +221,14 @@ pub fn check_settings(pid: i32, env: &crate::envbuf::EnvList) -> Result<()> {
         },
     };
     // The last value of each setting the earlier attach left (a later `setenv` replaces).
-    let mut then: HashMap<&str, &str> = HashMap::new();
-    for (n, v) in live.iter().filter(|(n, _)| fixed_on_reattach(n)) {
-        then.insert(n.as_str(), v.as_str());
-    }
-    let now: HashMap<&str, &str> = env.iter().filter(|(n, _)| fixed_on_reattach(n)).collect();
-    let mut names: Vec<&str> = then.keys().chain(now.keys()).copied().collect();
-    names.sort_unstable();
-    names.dedup();
+    // Ordered maps: a few dozen short names, compared more cheaply than hashed.
+    let then: BTreeMap<&str, &str> = live
+        .iter()
+        .filter(|(n, _)| fixed_on_reattach(n))
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let now: BTreeMap<&str, &str> = env.iter().filter(|(n, _)| fixed_on_reattach(n)).collect();
+    let names: BTreeSet<&str> = then.keys().chain(now.keys()).copied().collect();
     let show = |v: &str| {
         if v.is_empty() {
             "not set".to_string()
@@ -258,11 +261,41 @@ pub fn check_settings(pid: i32, env: &crate::envbuf::EnvList) -> Result<()> {
     })
 }
 
-/// The `ROCPROF_*` variables of `pid`'s live environment, read once per run (the tool string and
-/// the settings checks of one preflight share it).
+/// The `ROCPROF_*` variables `pid` holds now, as this run's preflight of it read them from its
+/// live environment: only for a process that loaded a tool already (a reattach), whose live
+/// environment could be read. The attach leaves out of its buffer what the process holds with
+/// the same value ([`crate::envbuf::EnvList::without_held`]): the register would `setenv` it to
+/// what it is.
+pub fn held_settings(pid: i32) -> Option<Arc<Vec<(String, String)>>> {
+    if loaded_before(pid) != Some(true) {
+        return None;
+    }
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&pid).cloned())
+        .flatten()
+}
+
+/// Forget what was read of `pid` (its live environment, whether it loaded a tool): a process
+/// claimed only after its preflight (a descendant) could have been attached by another session
+/// in between, so its attach sends everything.
+pub fn forget(pid: i32) {
+    if let Some(m) = LIVE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        m.remove(&pid);
+    }
+    if let Some(m) = LOADED.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        m.remove(&pid);
+    }
+}
+
+/// The live environments read in this run, by PID (see [`live_settings`]).
+type LiveCache = Mutex<Option<HashMap<i32, Option<Arc<Vec<(String, String)>>>>>>;
+static LIVE: LiveCache = Mutex::new(None);
+
+/// The `ROCPROF_*` variables of `pid`'s live environment, read once per preflight (the tool
+/// string and the settings checks of one preflight and the attach that follows share it).
 fn live_settings(pid: i32, maps: Option<&[Mapping]>) -> Option<Arc<Vec<(String, String)>>> {
-    type Cache = Mutex<Option<HashMap<i32, Option<Arc<Vec<(String, String)>>>>>>;
-    static LIVE: Cache = Mutex::new(None);
     let lock = || LIVE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(hit) = lock().as_ref().and_then(|m| m.get(&pid).cloned()) {
         return hit;

@@ -11,7 +11,6 @@
 use crate::elf::RemoteLibrary;
 use crate::error::{Error, Result};
 use crate::procfs::{self, Mapping};
-use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -36,16 +35,15 @@ pub fn read(pid: i32, maps: &[Mapping], prefixes: &[&str]) -> Result<Vec<(String
     })?;
     let mut mem = Pages {
         file,
-        pages: HashMap::new(),
+        pages: Vec::new(),
     };
     let word = |mem: &mut Pages, addr: u64| -> Result<u64> {
-        let b = mem.bytes(addr, 8).ok_or_else(|| {
+        mem.word(addr).ok_or_else(|| {
             Error::io(
                 format!("reading {} at {addr:#x}", path.display()),
                 std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
             )
-        })?;
-        Ok(u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        })
     };
     let mut envp = word(&mut mem, environ)?;
     let mut out = Vec::new();
@@ -62,24 +60,38 @@ pub fn read(pid: i32, maps: &[Mapping], prefixes: &[&str]) -> Result<Vec<(String
     Ok(out)
 }
 
-/// The pages of the target's memory read so far.
+/// The pages of the target's memory read so far: a handful, looked up from the most recent one
+/// (the pointer array and the strings are read in address order, mostly).
 struct Pages {
     file: File,
-    pages: HashMap<u64, Option<Box<[u8]>>>,
+    pages: Vec<(u64, Option<Box<[u8]>>)>,
 }
 
 impl Pages {
     /// The page holding `addr`, read once (None when it cannot be read).
     fn page(&mut self, addr: u64) -> Option<&[u8]> {
         let start = addr - addr % PAGE;
-        let file = &self.file;
-        self.pages
-            .entry(start)
-            .or_insert_with(|| {
+        let at = match self.pages.iter().rposition(|(s, _)| *s == start) {
+            Some(at) => at,
+            None => {
                 let mut buf = vec![0u8; PAGE as usize].into_boxed_slice();
-                file.read_exact_at(&mut buf, start).ok().map(|()| buf)
-            })
-            .as_deref()
+                let read = self.file.read_exact_at(&mut buf, start).ok().map(|()| buf);
+                self.pages.push((start, read));
+                self.pages.len() - 1
+            }
+        };
+        self.pages[at].1.as_deref()
+    }
+
+    /// The 8-byte word at `addr`.
+    fn word(&mut self, addr: u64) -> Option<u64> {
+        let off = (addr % PAGE) as usize;
+        let bytes: [u8; 8] = match self.page(addr)?.get(off..off + 8) {
+            Some(b) => b.try_into().ok()?,
+            // Across two pages.
+            None => self.bytes(addr, 8)?.try_into().ok()?,
+        };
+        Some(u64::from_ne_bytes(bytes))
     }
 
     /// `len` bytes at `addr`, across pages.

@@ -136,21 +136,13 @@ fn parse_error(path: &Path, what: impl Into<String>) -> Error {
 /// that doubles, so a small file is one `read` and a large `maps` a handful.
 fn read_bytes(pid: i32, path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(|e| classify(pid, path, e))?;
-    let mut buf = vec![0u8; 4096];
-    let mut len = 0;
-    loop {
-        if len == buf.len() {
-            buf.resize(buf.len() * 2, 0);
-        }
-        match file.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(classify(pid, path, e)),
-        }
-    }
-    buf.truncate(len);
+    let file = std::fs::File::open(path).map_err(|e| classify(pid, path, e))?;
+    // Read into capacity that is not zeroed first (zeroing a buffer per file cost more than
+    // the read): `Take` gives no size hint, so no `statx` and `lseek` of the file either.
+    let mut buf = Vec::with_capacity(4096);
+    std::io::Read::take(&file, u64::MAX)
+        .read_to_end(&mut buf)
+        .map_err(|e| classify(pid, path, e))?;
     Ok(buf)
 }
 
@@ -388,7 +380,12 @@ pub fn parse_status(text: &str, path: &Path) -> Result<Status> {
             "Gid" => st.gid = parse_uids(value, path)?,
             "Groups" => st.groups = parse_list(value, path, key)?,
             "NSpid" => st.ns_pid = parse_list(value, path, key)?,
-            "VmSize" => st.has_mm = true,
+            "VmSize" => {
+                st.has_mm = true;
+                // Every line read here comes before it (the kernel writes the task's ids, then
+                // its memory): the ~40 lines after it are not looked at.
+                break;
+            }
             _ => {}
         }
     }

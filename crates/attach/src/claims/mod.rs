@@ -54,7 +54,7 @@ use std::sync::Mutex;
 pub use dir::{dir_for_uid, ROOT_CLAIMS_DIR};
 
 /// Claim files are padded to this size, so a rewrite is one write of the same length.
-const RECORD_SIZE: usize = 4096;
+pub const RECORD_SIZE: usize = 4096;
 
 /// Why a claim is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,13 +149,14 @@ impl Claim {
     }
 
     /// The record as it would be once the session ended (state `Claimed`), or stranded with
-    /// `note`: the bytes written into the claim file, padded.
+    /// `note`: the bytes written into the claim file before their padding to [`RECORD_SIZE`]
+    /// (the agent that writes them pads them: they travel to it a tenth of the size).
     pub fn encoded_as(&self, state: State, note: Option<&str>) -> Vec<u8> {
         let mut r = self.record.clone();
         r.state = state;
         r.changed = now();
         r.note = note.map(str::to_string);
-        encode_record(&r)
+        record_json(&r)
     }
 
     /// Record a new state (best effort: a claim that cannot be rewritten still locks).
@@ -188,10 +189,15 @@ impl Claim {
 /// A record as written into a claim file: JSON padded with spaces to 4 KiB, so a
 /// rewrite is one write of the same length.
 pub fn encode_record(r: &Record) -> Vec<u8> {
-    let mut text = serde_json::to_vec(r).unwrap_or_default();
+    let mut text = record_json(r);
     let len = text.len().max(RECORD_SIZE);
     text.resize(len, b' ');
     text
+}
+
+/// A record as JSON, before the padding of [`encode_record`].
+pub fn record_json(r: &Record) -> Vec<u8> {
+    serde_json::to_vec(r).unwrap_or_default()
 }
 
 impl Drop for Claim {

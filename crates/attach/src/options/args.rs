@@ -76,16 +76,29 @@ fn pmc_groups(matches: &ArgMatches) -> Vec<Vec<String>> {
 fn place_args(cmd: Command) -> Command {
     let values = ValueOptions::augment_args(Command::new("values"));
     // Reset the display order the scratch command gave, so `cmd` numbers them in its own order.
-    let mut args: Vec<clap::Arg> = values
+    let mut value_args: Vec<Option<clap::Arg>> = values
         .get_arguments()
-        .map(|a| a.clone().display_order(None))
+        .map(|a| Some(a.clone().display_order(None)))
         .collect();
+    // The order is worked out on small keys (a value option by index, a switch), then each
+    // argument is moved once: inserting the arguments themselves moved ~40 of them per switch.
+    #[derive(Clone, Copy)]
+    enum Key {
+        Value(usize),
+        Switch(Switch),
+    }
+    let long = |k: &Key| match *k {
+        Key::Value(i) => value_args[i].as_ref().and_then(|a| a.get_long()),
+        Key::Switch(s) => Some(s.def().long),
+    };
+    let mut order: Vec<Key> = (0..value_args.len()).map(Key::Value).collect();
+    order.reserve(Switch::ALL.len());
     let mut at = 0;
     for s in Switch::ALL {
         if let Some(after) = s.def().after {
-            at = 1 + args
+            at = 1 + order
                 .iter()
-                .position(|a| a.get_long() == Some(after))
+                .position(|k| long(k) == Some(after))
                 .unwrap_or_else(|| {
                     panic!(
                         "--{} is placed after --{after}, which does not exist",
@@ -93,10 +106,16 @@ fn place_args(cmd: Command) -> Command {
                     )
                 });
         }
-        args.insert(at, s.arg());
+        order.insert(at, Key::Switch(s));
         at += 1;
     }
-    args.into_iter().fold(cmd, |cmd, a| cmd.arg(a))
+    order.into_iter().fold(cmd, |cmd, k| match k {
+        Key::Value(i) => match value_args[i].take() {
+            Some(a) => cmd.arg(a),
+            None => cmd,
+        },
+        Key::Switch(s) => cmd.arg(s.arg()),
+    })
 }
 
 /// The rocprofv3 options that take values (the switches are [`Switch`]es).

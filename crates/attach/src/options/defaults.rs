@@ -120,11 +120,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
 /// Give every covered variable that `env` does not set its "not asked for" value (see the module
 /// documentation), so nothing an earlier session sent to the target applies to this one.
 pub fn fill_unset(env: &mut EnvList) {
-    for (name, value) in DEFAULTS {
-        if !env.contains(name) {
-            env.set(name, value);
-        }
-    }
+    env.set_absent(DEFAULTS);
 }
 
 #[cfg(test)]

@@ -180,6 +180,12 @@ fn attach_job(env: &EnvList, p: &Planned) -> (agent::Target, Job) {
     let mut env = env.clone();
     // As the launcher does: the chosen tool travels in the buffer too.
     env.set("ROCPROF_ATTACH_TOOL_LIBRARY", &tool);
+    // A reattach: what the earlier attach left in the process with the value this session asks
+    // for is not sent again (the register's `setenv` of each pair is most of the target's time
+    // in the call); the process still ends up with exactly what this session asked for.
+    if let Some(held) = crate::reattach::held_settings(pid) {
+        env = env.without_held(&held);
+    }
     let buffer = envbuf::encode(&env);
     if tracing::enabled!(tracing::Level::INFO) {
         for (name, value) in envbuf::decode(&buffer).unwrap_or_default() {

@@ -188,6 +188,8 @@ pub fn claim_descendants(plan: &mut Plan, holder: &Holder, events: Events) {
         }
         match Claim::acquire(pid, holder, Purpose::Attach) {
             Ok(c) => {
+                // Claimed after its preflight: what it read may be out of date.
+                crate::reattach::forget(pid);
                 plan.claims.insert(c);
                 keep.push(p);
             }

@@ -76,12 +76,14 @@ fn claim_file(c: &Claim, agent: i32) -> Option<(std::fs::File, WillFile)> {
     dying.state = State::Attached;
     dying.changed = crate::claims::now();
     let records = WillFile {
-        on_death: crate::claims::encode_record(&dying),
+        on_death: crate::claims::record_json(&dying),
         on_success: c.encoded_as(State::Claimed, None),
         on_failure: c.encoded_as(
             State::Stranded,
             Some("its front end died and the detach its agent made for it did not complete"),
         ),
+        // The agent pads them as the claim's own writes are padded.
+        pad_to: crate::claims::RECORD_SIZE,
     };
     Some((f, records))
 }

@@ -76,8 +76,9 @@ const MAX_RESULT: usize = 16 << 10;
 pub struct AgentServer {
     sock: Option<OwnedFd>,
     pid: Pid,
-    /// One batch at a time reads results from the socket.
-    batch: Mutex<()>,
+    /// One batch at a time reads results from the socket, into this buffer (zeroed once per
+    /// server, not once per batch).
+    batch: Mutex<Vec<u8>>,
     /// An agent stays behind with a call that outlived its wait: the server outlives us.
     pending: std::sync::atomic::AtomicBool,
 }
@@ -102,7 +103,7 @@ impl AgentServer {
                 Ok(AgentServer {
                     sock: Some(front),
                     pid: child,
-                    batch: Mutex::new(()),
+                    batch: Mutex::new(Vec::new()),
                     pending: Default::default(),
                 })
             }
@@ -244,11 +245,14 @@ impl AgentServer {
         let Some(sock) = self.sock.as_ref() else {
             return results;
         };
-        let _one_batch = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        let mut one_batch = self.batch.lock().unwrap_or_else(|e| e.into_inner());
         let limit = limit.max(1);
         let mut in_flight = 0usize;
         let mut next = 0usize;
-        let mut buf = vec![0u8; MAX_RESULT];
+        if one_batch.len() != MAX_RESULT {
+            *one_batch = vec![0u8; MAX_RESULT];
+        }
+        let buf: &mut [u8] = &mut one_batch;
         loop {
             while next < jobs.len() && in_flight < limit {
                 let (target, job) = &jobs[next];
@@ -267,7 +271,7 @@ impl AgentServer {
             if in_flight == 0 {
                 break;
             }
-            let n = match nix::sys::socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+            let n = match nix::sys::socket::recv(sock.as_raw_fd(), buf, MsgFlags::empty()) {
                 Ok(n) => n,
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(_) => 0,
@@ -435,7 +439,7 @@ impl HeldWill {
     fn announce(&self) {
         for (item, file) in self.will.items.iter().zip(&self.files) {
             if let (Some(f), Some(file)) = (&item.file, file) {
-                will::rewrite(file, &f.on_death);
+                will::rewrite(file, &f.on_death, f.pad_to);
             }
         }
     }
@@ -465,7 +469,11 @@ impl HeldWill {
                 Some(job) => run_one(&item.target, job, self.will.timeouts, Reply::Nowhere).done,
             };
             if let (Some(f), Some(file)) = (&item.file, file) {
-                will::rewrite(file, if done { &f.on_success } else { &f.on_failure });
+                will::rewrite(
+                    file,
+                    if done { &f.on_success } else { &f.on_failure },
+                    f.pad_to,
+                );
             }
         }
     }

@@ -12,7 +12,8 @@
 //!    (same target process, same kind of job), one after the other, with the will's timeouts;
 //!    a job with a condition ([`WillItem::only_after`]) runs only once what it undoes ran,
 //! 4. writes each file's `on_success` bytes when its job ran to its end (or its target is gone,
-//!    or it has no job), `on_failure` otherwise, truncating the file to their length,
+//!    or it has no job), `on_failure` otherwise, truncating the file to their length (padded
+//!    with spaces to [`WillFile::pad_to`]),
 //! 5. closes the files and exits.
 //!
 //! The engine knows nothing of what the jobs or the bytes mean: the attach layer fills the will
@@ -53,6 +54,11 @@ pub struct WillFile {
     /// When the item's job failed.
     #[serde(with = "hex_bytes")]
     pub on_failure: Vec<u8>,
+    /// Each of the three is padded with spaces to at least this many bytes when it is written
+    /// (so a rewrite is one write of the same length as the one before), which the front end
+    /// then does not have to send.
+    #[serde(default)]
+    pub pad_to: usize,
 }
 
 /// What to finish if the front end dies.
@@ -71,11 +77,14 @@ impl Will {
     }
 }
 
-/// Write `bytes` at offset 0 of `file` and cut it there (best effort: nobody is left to tell).
-pub(super) fn rewrite(file: &std::fs::File, bytes: &[u8]) {
+/// Write `bytes`, padded with spaces to `pad_to`, at offset 0 of `file` and cut it there (best
+/// effort: nobody is left to tell).
+pub(super) fn rewrite(file: &std::fs::File, bytes: &[u8], pad_to: usize) {
     if bytes.is_empty() {
         return;
     }
-    let _ = file.write_all_at(bytes, 0);
-    let _ = file.set_len(bytes.len() as u64);
+    let mut padded = bytes.to_vec();
+    padded.resize(bytes.len().max(pad_to), b' ');
+    let _ = file.write_all_at(&padded, 0);
+    let _ = file.set_len(padded.len() as u64);
 }
