@@ -243,9 +243,12 @@ pub fn reply(
         .map(|s| std::path::PathBuf::from(s.trim()));
     let c = crate::backend::CuptiBackend::load(path.as_deref())?;
     let version = crate::backend::cupti_version(c)?;
+    // Subscribing first initialises CUPTI again after an earlier teardown: without it the
+    // profiler API answered CUPTI_ERROR_NOT_INITIALIZED on the H200.
+    let sub = crate::backend::subscribe(c).ok();
     let listed = list(c, version);
     let teardown = !counters_kept
-        && crate::backend::subscribe(c).is_ok_and(|sub| {
+        && sub.is_some_and(|sub| {
             // SAFETY: a fresh subscriber of this CUPTI with nothing enabled.
             let pending = unsafe { crate::teardown::request(c, sub) };
             if !pending {
@@ -254,6 +257,10 @@ pub fn reply(
             }
             pending
         });
+    if let (true, Some(sub)) = (counters_kept, sub) {
+        // SAFETY: as above; counters kept need CUPTI up, so no teardown.
+        unsafe { (c.unsubscribe)(sub) };
+    }
     let mut reply = listed?;
     if let Some(o) = reply.as_object_mut() {
         o.insert("teardown".into(), teardown.into());

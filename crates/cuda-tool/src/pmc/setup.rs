@@ -416,8 +416,13 @@ pub(super) fn create(
         }
     }
     notes.push(format!(
-        "counters set up on device(s) {} in {} ms (once per process: later sessions with the same metrics reuse it)",
-        counters.objects.iter().map(|o| o.ordinal.to_string()).collect::<Vec<_>>().join(", "),
+        "counters set up on device(s) {} in {} ms (released at detach)",
+        counters
+            .objects
+            .iter()
+            .map(|o| o.ordinal.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
         t0.elapsed().as_millis()
     ));
     Ok((counters, notes))
