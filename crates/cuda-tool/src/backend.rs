@@ -424,23 +424,16 @@ impl CuptiBackend {
         cs.start(c, std::sync::Arc::new(cp.clone()), setup_us)
     }
 
-    /// Sets the counters up for the plan's `--pmc` (reusing the process's when the metrics are
-    /// the same), adding its notes to the plan; nothing is enabled on a refusal.
+    /// Sets the counters up for the plan's `--pmc`, adding its notes to the plan; nothing is
+    /// enabled on a refusal.
     fn prepare_counters(&mut self, c: &'static Cupti, plan: &mut Plan) -> Result<(), ToolError> {
         let Some(cp) = &plan.counters else {
             return Ok(());
         };
-        match crate::pmc::Counters::prepare(c, cp, self.counters.take()) {
-            Ok((counters, notes)) => {
-                self.counters = Some(counters);
-                plan.notes.extend(notes);
-                Ok(())
-            }
-            Err((e, previous)) => {
-                self.counters = previous.map(|b| *b);
-                Err(e)
-            }
-        }
+        let (counters, notes) = crate::pmc::Counters::prepare(c, cp)?;
+        self.counters = Some(counters);
+        plan.notes.extend(notes);
+        Ok(())
     }
 
     /// Ends the counting window if it is due (`force`: at detach), handing its values to the
@@ -685,7 +678,14 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, ToolError>) -> Result<T, ToolError> 
 
 impl Backend for CuptiBackend {
     fn attach(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
-        guarded(|| self.do_attach(req))
+        let r = guarded(|| self.do_attach(req));
+        if r.is_err() {
+            // An attach that failed after setting counters up leaves none enabled.
+            if let Some(left) = self.counters.take() {
+                crate::pmc::release(left);
+            }
+        }
+        r
     }
 
     fn detach(&mut self) -> Result<serde_json::Value, ToolError> {
@@ -693,7 +693,7 @@ impl Backend for CuptiBackend {
     }
 
     fn metrics(&mut self, req: &AttachRequest) -> Result<serde_json::Value, ToolError> {
-        guarded(|| crate::catalog::reply(req, self.counters.is_some()))
+        guarded(|| crate::catalog::reply(req))
     }
 
     fn tick(&mut self) {

@@ -228,13 +228,10 @@ fn availability(c: &Cupti, prof: &Profiler, ctx: *mut c_void) -> Result<Vec<u8>,
 
 /// Serves `metrics` with no session attached: loads CUPTI (`ROCPROF_ATTACH_CUPTI` when the
 /// process has none), lists ([`list`]), and has CUPTI torn down at the application's next
-/// launch as after a detach ([`crate::teardown`]) unless `counters_kept` (counters stay
-/// configured for the next `--pmc` session) or another profiler holds CUPTI (the subscription
-/// then fails and nothing is torn down). The reply says whether a teardown is pending.
-pub fn reply(
-    req: &crate::protocol::AttachRequest,
-    counters_kept: bool,
-) -> Result<serde_json::Value, ToolError> {
+/// launch as after a detach ([`crate::teardown`]) unless another profiler holds CUPTI (the
+/// subscription then fails and nothing is torn down). The reply says whether a teardown is
+/// pending.
+pub fn reply(req: &crate::protocol::AttachRequest) -> Result<serde_json::Value, ToolError> {
     crate::teardown::cancel();
     let path = req
         .env
@@ -247,20 +244,15 @@ pub fn reply(
     // profiler API answered CUPTI_ERROR_NOT_INITIALIZED on the H200.
     let sub = crate::backend::subscribe(c).ok();
     let listed = list(c, version);
-    let teardown = !counters_kept
-        && sub.is_some_and(|sub| {
-            // SAFETY: a fresh subscriber of this CUPTI with nothing enabled.
-            let pending = unsafe { crate::teardown::request(c, sub) };
-            if !pending {
-                // SAFETY: as above.
-                unsafe { (c.unsubscribe)(sub) };
-            }
-            pending
-        });
-    if let (true, Some(sub)) = (counters_kept, sub) {
-        // SAFETY: as above; counters kept need CUPTI up, so no teardown.
-        unsafe { (c.unsubscribe)(sub) };
-    }
+    let teardown = sub.is_some_and(|sub| {
+        // SAFETY: a fresh subscriber of this CUPTI with nothing enabled.
+        let pending = unsafe { crate::teardown::request(c, sub) };
+        if !pending {
+            // SAFETY: as above.
+            unsafe { (c.unsubscribe)(sub) };
+        }
+        pending
+    });
     let mut reply = listed?;
     if let Some(o) = reply.as_object_mut() {
         o.insert("teardown".into(), teardown.into());

@@ -18,9 +18,8 @@
 //!
 //! Only for a CUPTI of CUDA 12.6 or newer (`cuptiGetVersion` 24): older ones crashed on a
 //! re-initialisation after a teardown in processes that use CUDA graphs (Kineto turns its
-//! teardown off there for that reason). Counters kept configured for the next `--pmc`
-//! session (docs/cuda.md, "Counters") also keep CUPTI up: the backend tears down only a
-//! process without them.
+//! teardown off there for that reason). `--pmc` counters are released before the request
+//! (docs/cuda.md, "What stays configured between sessions").
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -113,9 +112,4 @@ pub fn cancel() {
 /// Teardowns done in this process so far.
 pub fn done() -> u64 {
     DONE.load(Ordering::Relaxed)
-}
-
-/// Whether a teardown waits for the application's next launch.
-pub fn pending() -> bool {
-    ARMED.load(Ordering::Acquire)
 }

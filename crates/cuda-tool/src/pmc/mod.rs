@@ -47,10 +47,6 @@ pub struct KernelValues {
     pub exit: u64,
 }
 
-/// The process's counters and the session's notes, or the refusal with the previous counters
-/// given back untouched.
-pub type Prepared = Result<(Counters, Vec<String>), (ToolError, Option<Box<Counters>>)>;
-
 /// A range profiler enabled on one context.
 struct Object {
     ordinal: i32,
@@ -67,7 +63,7 @@ impl Object {
     }
 }
 
-/// The counter state of the process: what stays configured between sessions.
+/// The counter state of a session: set up at attach, released at detach ([`release`]).
 pub struct Counters {
     prof: Profiler,
     /// (metrics, kernel replay) the objects are configured for.
@@ -111,7 +107,7 @@ pub struct Report {
     pub stopped_by: &'static str,
     /// From `Start` to `Stop` (ms): the time kernels were serialised.
     pub counting_ms: u64,
-    /// One-time costs of this session (µs): configuring and enabling (0 when reused).
+    /// Set-up costs of this session (µs): configuring and enabling.
     pub setup_us: u64,
     /// `Start`, `Stop` and decoding with evaluation (µs).
     pub start_us: u64,
@@ -168,13 +164,12 @@ fn failed(what: &str, c: &crate::cupti::Cupti, r: i32) -> ToolError {
 }
 
 impl Counters {
-    /// The process's counter state for `plan`: `previous` reused when it holds the same metrics,
-    /// else set up (refusals before anything is enabled). Returns notes for the session.
+    /// Sets the counters up for `plan` (a session's: they are released at detach), with notes
+    /// for the session; a refusal happens before anything is enabled.
     pub fn prepare(
         c: &crate::cupti::Cupti,
         plan: &CounterPlan,
-        previous: Option<Counters>,
-    ) -> Prepared {
+    ) -> Result<(Counters, Vec<String>), ToolError> {
         let key = (
             plan.counters
                 .iter()
@@ -182,13 +177,7 @@ impl Counters {
                 .collect::<Vec<_>>(),
             plan.kernel_replay,
         );
-        if let Some(p) = previous {
-            if p.key == key {
-                return Ok((p, Vec::new()));
-            }
-            return setup::replace(c, plan, key, p);
-        }
-        setup::create(c, plan, key, Vec::new()).map_err(|e| (e, None))
+        setup::create(c, plan, key)
     }
 
     /// Opens a counting window: resets every image, sets the config, starts the range profilers

@@ -29,33 +29,6 @@ fn refuse_or_fail(c: &Cupti, what: &str, r: i32) -> ToolError {
     }
 }
 
-/// Sets the counters up for `plan` on every active primary context, after `previous` (other
-/// metrics) is disabled; `previous` is given back on a refusal, untouched.
-pub(super) fn replace(
-    c: &Cupti,
-    plan: &CounterPlan,
-    key: Key,
-    previous: Counters,
-) -> super::Prepared {
-    // Check the new metrics first, with the previous objects still enabled.
-    let host = match host_config(c, &previous.prof, plan, &previous_chip(c, &previous), None) {
-        Ok(h) => h,
-        Err(e) => return Err((e, Some(Box::new(previous)))),
-    };
-    host.deinit(&previous.prof);
-    let notes = vec![format!(
-        "the range profiler was configured for {} and is enabled again for these metrics (a Disable and an Enable: the application may stall for seconds once; sessions with the same metrics reuse it)",
-        previous.key.0.join(", ")
-    )];
-    disable(previous);
-    create(c, plan, key, notes).map_err(|e| (e, None))
-}
-
-fn previous_chip(c: &Cupti, p: &Counters) -> CString {
-    chip_name(c, &p.prof, p.objects.first().map_or(0, |o| o.ordinal))
-        .unwrap_or_else(|_| CString::new("").expect("no NUL"))
-}
-
 /// Disables every object of `counters` and releases its host object.
 pub(crate) fn disable(counters: Counters) {
     for o in &counters.objects {
@@ -366,7 +339,6 @@ pub(super) fn create(
     c: &Cupti,
     plan: &CounterPlan,
     key: Key,
-    mut notes: Vec<String>,
 ) -> Result<(Counters, Vec<String>), ToolError> {
     let prof = c.profiler.clone().map_err(|missing| {
         ToolError::new(
@@ -415,7 +387,7 @@ pub(super) fn create(
             }
         }
     }
-    notes.push(format!(
+    let notes = vec![format!(
         "counters set up on device(s) {} in {} ms (released at detach)",
         counters
             .objects
@@ -424,7 +396,7 @@ pub(super) fn create(
             .collect::<Vec<_>>()
             .join(", "),
         t0.elapsed().as_millis()
-    ));
+    )];
     Ok((counters, notes))
 }
 
