@@ -15,7 +15,7 @@ use std::time::Duration;
 
 const CLAIMS: &str = "/run/rocprof-attach/claims";
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
@@ -50,7 +50,7 @@ fn one_error(stderr: &str) -> String {
 }
 
 /// A session of `t` with output in `out` that stays in its window until it is signalled.
-fn window(t: &Target, out: &Path, extra: &[&str]) -> common::Run {
+pub(crate) fn window(t: &Target, out: &Path, extra: &[&str]) -> common::Run {
     let pid = t.pid.to_string();
     let tool = tool_lib();
     let mut args = vec!["-p", &pid, "--kernel-trace", "-d", s(out), "-t", s(&tool)];
@@ -61,7 +61,7 @@ fn window(t: &Target, out: &Path, extra: &[&str]) -> common::Run {
 }
 
 /// A short session of `t` (50 ms window).
-fn short(t: &Target, out: &Path) -> (i32, String, String) {
+pub(crate) fn short(t: &Target, out: &Path) -> (i32, String, String) {
     let pid = t.pid.to_string();
     let tool = tool_lib();
     let args = [

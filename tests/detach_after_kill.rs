@@ -5,6 +5,7 @@
 //! `rocprof-attach --detach -p PID` needed, and it then expands the session's output template,
 //! lists and checks the files, takes `-d`, and supports `--json`.
 
+use crate::claims::{s, short, window};
 use crate::common;
 
 use common::{
@@ -14,10 +15,6 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::path::Path;
 use std::time::Duration;
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 fn kinds(t: &Target) -> Vec<String> {
     records(t).iter().map(|r| r.kind.clone()).collect()
@@ -36,35 +33,6 @@ fn children_of(pid: u32) -> Vec<i32> {
             })
         })
         .collect()
-}
-
-/// A session of `t` with output in `out`, in its window.
-fn window(t: &Target, out: &Path, extra: &[&str]) -> common::Run {
-    let pid = t.pid.to_string();
-    let tool = tool_lib();
-    let mut args = vec!["-p", &pid, "--kernel-trace", "-d", s(out), "-t", s(&tool)];
-    args.extend_from_slice(extra);
-    let mut run = rocprof_attach(&args, &[]);
-    run.wait_for("profiling until");
-    run
-}
-
-/// A plain 50 ms session with output in `out`.
-fn short(t: &Target, out: &Path) -> (i32, String, String) {
-    let pid = t.pid.to_string();
-    let tool = tool_lib();
-    let args = [
-        "-p",
-        &pid,
-        "--kernel-trace",
-        "-d",
-        s(out),
-        "-t",
-        s(&tool),
-        "--attach-duration-msec",
-        "50ms",
-    ];
-    rocprof_attach(&args, &[]).finish()
 }
 
 fn files_in(dir: &Path) -> usize {
@@ -143,11 +111,22 @@ fn a_front_end_killed_during_its_attach_call_is_finished_by_its_agent() {
     let agent = children_of(run.child.id());
     kill_front_end(run);
     // The attach runs to its end, then the agent detaches: a plain attach right away works.
-    let (code, _, stderr) = short(&t, second.path());
+    finished_by_agent(&t, first.path(), second.path(), &agent);
+}
+
+/// After a killed front end: a plain session into `second` works at once, the target saw one
+/// attach and one detach per session (nothing sent twice), the killed session's output is in
+/// `first`, its `agent` processes end, and the target runs on.
+fn finished_by_agent(t: &Target, first: &Path, second: &Path, agent: &[i32]) {
+    let (code, _, stderr) = short(t, second);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(kinds(&t), ["attach", "detach", "attach", "detach"]);
+    assert_eq!(
+        kinds(t),
+        ["attach", "detach", "attach", "detach"],
+        "nothing sent twice"
+    );
     assert!(
-        files_in(first.path()) > 0,
+        files_in(first) > 0,
         "the killed session's output was written"
     );
     wait_until(Duration::from_secs(20), || {
@@ -184,21 +163,8 @@ fn a_front_end_killed_during_its_detach_call_is_finished_by_its_agent() {
     let listener = t.listener();
     wait_until(Duration::from_secs(20), || tracer_pid(t.pid, listener) != 0);
     kill_front_end(run);
-    let (code, _, stderr) = short(&t, second.path());
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(
-        kinds(&t),
-        ["attach", "detach", "attach", "detach"],
-        "the detach in flight was not sent again"
-    );
-    assert!(
-        files_in(first.path()) > 0,
-        "the killed session's output was written"
-    );
-    wait_until(Duration::from_secs(20), || {
-        agent.iter().all(|&a| !pid_alive(a))
-    });
-    t.assert_heartbeat();
+    // The detach in flight is not sent again.
+    finished_by_agent(&t, first.path(), second.path(), &agent);
 }
 
 #[test]
