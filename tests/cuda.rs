@@ -18,6 +18,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// `rocprof-attach CMD -i DB -f FORMAT... -d DIR` (`convert` or `summary`), which must succeed.
+pub(crate) fn run_on_db(cmd: &str, db: &Path, formats: &[&str], dir: &Path) {
+    let mut args = vec![cmd, "-i", db.to_str().unwrap(), "-f"];
+    args.extend_from_slice(formats);
+    args.extend(["-d", dir.to_str().unwrap()]);
+    let (code, _, err) = common::rocprof_attach(&args, &[]).finish();
+    assert_eq!(code, 0, "{cmd}: {err}");
+}
+
 /// Our CUDA tool library, built beside the binary.
 pub(crate) fn tool() -> PathBuf {
     common::built_library("rocprof-cuda-tool", "librocprof_cuda_tool.so")

@@ -115,21 +115,7 @@ fn pmc_counts_each_kernel_exactly_writes_rocprofv3_csv_and_a_second_session_sets
     );
     // JSON and Perfetto carry the values; summary gives launches, mean, min and max per kernel.
     let conv = t.out().join("conv");
-    let (code, _, err) = crate::common::rocprof_attach(
-        &[
-            "convert",
-            "-i",
-            db.to_str().unwrap(),
-            "-f",
-            "json",
-            "pftrace",
-            "-d",
-            conv.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .finish();
-    assert_eq!(code, 0, "{err}");
+    crate::cuda::run_on_db("convert", &db, &["json", "pftrace"], &conv);
     let json = std::fs::read_to_string(conv.join("out_results.json")).unwrap();
     assert!(json.contains("SQ_WAVES"), "counter values in the JSON");
     assert!(conv.join("out_results.pftrace").is_file());

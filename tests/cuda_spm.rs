@@ -77,20 +77,7 @@ fn spm_samples_the_gpu_every_interval_drops_the_stale_sample_and_stops_at_detach
     assert_eq!(field(&t, "sampling"), "0", "{}", t.state());
     // Perfetto: a counter track per sampled counter, beside the kernel slices.
     let conv = t.out().join("conv");
-    let (code, _, err) = crate::common::rocprof_attach(
-        &[
-            "convert",
-            "-i",
-            db.to_str().unwrap(),
-            "-f",
-            "pftrace",
-            "-d",
-            conv.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .finish();
-    assert_eq!(code, 0, "{err}");
+    crate::cuda::run_on_db("convert", &db, &["pftrace"], &conv);
     let trace = std::fs::read(conv.join("out_results.pftrace")).unwrap();
     for name in ["SPM sm__cycles_active.avg", "SPM gpc__cycles_elapsed.max"] {
         assert!(
@@ -99,20 +86,7 @@ fn spm_samples_the_gpu_every_interval_drops_the_stale_sample_and_stops_at_detach
         );
     }
     // The HTML summary draws a line per sampled counter.
-    let (code, _, err) = crate::common::rocprof_attach(
-        &[
-            "summary",
-            "-i",
-            db.to_str().unwrap(),
-            "-f",
-            "html",
-            "-d",
-            conv.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .finish();
-    assert_eq!(code, 0, "{err}");
+    crate::cuda::run_on_db("summary", &db, &["html"], &conv);
     let html = std::fs::read_to_string(conv.join("out_summary.html")).unwrap();
     assert!(
         html.contains("Sampled counters (--spm)"),
