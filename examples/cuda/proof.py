@@ -252,11 +252,11 @@ def phase_million():
     say(f"- convert -f pftrace: {time.monotonic() - c0:.2f} s (exit {rc.returncode})")
 
 
-def phase_ddp():
-    say("\n## 2-rank torchrun job (DDP, one GPU per rank): one command attaches both ranks")
+def start_ddp(seconds):
+    """A 2-rank torchrun job of ddp.py, once both ranks are ready: (process, rank pids)."""
     # NVLink multicast (NVLS) hangs NCCL's start-up in the GPU machine's VMs: off.
     env = dict(os.environ, NCCL_NVLS_ENABLE="0")
-    p = subprocess.Popen(["torchrun", "--nproc-per-node", "2", os.path.join(K, "ddp.py"), "--seconds", "40"],
+    p = subprocess.Popen(["torchrun", "--nproc-per-node", "2", os.path.join(K, "ddp.py"), "--seconds", str(seconds)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     ready = []
     for line in p.stdout:
@@ -264,6 +264,21 @@ def phase_ddp():
             ready.append(line.split()[1])
             if len(ready) == 2:
                 break
+    return p, ready
+
+
+def say_marks(log, marks, ends):
+    """Step p50/p90, RSS and threads of each stretch: marks (name, start, (rss, threads)) to ends."""
+    steps = steps_of(log)
+    for (name, t, (rss, thr)), e in zip(marks, ends):
+        xs = [(b - a) / 1e6 for _, a, b, _ in steps if a >= t and b <= e]
+        say(f"- {name}: step p50 {pct(xs, .5):.2f} ms, p90 {pct(xs, .9):.2f} ms ({len(xs)} steps); "
+            f"RSS {rss / 1024:.0f} MiB, threads {thr}")
+
+
+def phase_ddp():
+    say("\n## 2-rank torchrun job (DDP, one GPU per rank): one command attaches both ranks")
+    p, ready = start_ddp(40)
     t0 = time.monotonic()
     r = subprocess.run([RPA, "--match", "ddp.py", "--kernel-trace", "--memory-copy-trace", "-d", "/tmp/pd",
                         "-o", "rank_%pid%", "--attach-duration-msec", "2000"], capture_output=True, text=True)
@@ -364,15 +379,7 @@ def phase_top(model="transformer", watch_s=10, off_s=10):
 
 def phase_top_ddp():
     say("\n## `rocprof-attach top --match ddp.py` on a 2-rank torchrun job: both ranks in one view")
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0")
-    p = subprocess.Popen(["torchrun", "--nproc-per-node", "2", os.path.join(K, "ddp.py"), "--seconds", "30"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    ready = []
-    for line in p.stdout:
-        if line.startswith("ready"):
-            ready.append(line.split()[1])
-            if len(ready) == 2:
-                break
+    p, ready = start_ddp(30)
     r = subprocess.run([RPA, "top", "--match", "ddp.py", "--batch", "--interval", "1s", "-n", "5"],
                        capture_output=True, text=True)
     say(f"- exit {r.returncode}; ranks {', '.join(ready)}")
@@ -453,7 +460,7 @@ def phase_soak(model="transformer"):
                 and os.path.getsize(f"/tmp/ps/s{k}_results.db") > 0]
     agents = subprocess.run(["pgrep", "-x", "rocprof-attach"], capture_output=True, text=True).stdout.split()
     say(f"- SOAK_SEED={seed}; {c} sessions in {minutes:.0f} min; target alive: **{alive}** (deaths: {0 if alive else 1})")
-    say(f"- outcomes: " + ", ".join(f"{k} {len(v)}" for k, v in sorted(outcomes.items())))
+    say("- outcomes: " + ", ".join(f"{k} {len(v)}" for k, v in sorted(outcomes.items())))
     say(f"- killed sessions whose database the agent wrote: **{len(finished)} of {len(kills)}**; "
         f"left for a person: **{len(outcomes.get('left for a person', []))}**; final plain session: {final}; "
         f"rocprof-attach processes left: {len(agents)}")
@@ -492,13 +499,8 @@ def phase_residue(model="transformer"):
     time.sleep(10.0)
     end_of.append(time.clock_gettime_ns(BOOT))
     p.kill()
-    steps = steps_of("/tmp/r.log")
-    say(f"- sessions: " + ", ".join(f"{k} {outcomes.count(k)}" for k in sorted(set(outcomes))))
-    ends = [marks[1][1], end_of[0], end_of[1], end_of[2]]
-    for (name, t, (rss, thr)), e in zip(marks, ends):
-        xs = [(b - a) / 1e6 for _, a, b, _ in steps if a >= t and b <= e]
-        say(f"- {name}: step p50 {pct(xs, .5):.2f} ms, p90 {pct(xs, .9):.2f} ms ({len(xs)} steps); "
-            f"RSS {rss / 1024:.0f} MiB, threads {thr}")
+    say("- sessions: " + ", ".join(f"{k} {outcomes.count(k)}" for k in sorted(set(outcomes))))
+    say_marks("/tmp/r.log", marks, [marks[1][1], end_of[0], end_of[1], end_of[2]])
 
 
 def phase_residue_pmc(model="transformer"):
@@ -523,11 +525,7 @@ def phase_residue_pmc(model="transformer"):
     time.sleep(8.0)
     ends.append(time.clock_gettime_ns(BOOT))
     p.kill()
-    steps = steps_of("/tmp/rp.log")
-    for (name, t, (rss, thr)), e in zip(marks, ends):
-        xs = [(b - a) / 1e6 for _, a, b, _ in steps if a >= t and b <= e]
-        say(f"- {name}: step p50 {pct(xs, .5):.2f} ms, p90 {pct(xs, .9):.2f} ms ({len(xs)} steps); "
-            f"RSS {rss / 1024:.0f} MiB, threads {thr}")
+    say_marks("/tmp/rp.log", marks, ends)
 
 
 def main():
