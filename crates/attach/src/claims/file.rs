@@ -126,13 +126,13 @@ pub(super) fn lock(dir: &dir::Dir, name: &str, pid: i32) -> Result<(File, Option
         }
         if !try_flock(&file) {
             let found = read_record(&file);
-            // The agent of a dead front end is finishing it (or is about to say so: the holder,
-            // checkable from our PID namespace, is gone while its lock is still held).
+            // The agent of a dead front end is finishing it, is about to say so, or has just
+            // written its last record and not yet exited: the holder, checkable from our PID
+            // namespace, is gone while its lock is still held, whatever the record's state.
             let own_ns = pid_namespace(std::process::id() as i32);
             let finishing = |r: &Record| {
                 r.finishing()
-                    || (r.state.active()
-                        && r.holder_ns == Some(own_ns)
+                    || (r.holder_ns == Some(own_ns)
                         && start_time(r.holder_pid).ok() != Some(r.holder_start))
             };
             if found.as_ref().is_some_and(finishing) && std::time::Instant::now() < deadline {
