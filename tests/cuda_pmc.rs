@@ -518,6 +518,36 @@ fn list_avail_lists_the_fake_catalog_with_descriptions_and_json_and_leaves_nothi
     assert!(t.alive());
 }
 
+/// The H200 lists 3,601 metrics with descriptions: more than one socket message holds (a
+/// `SOCK_SEQPACKET` message larger than the send buffer fails with EMSGSIZE, and `-L` failed
+/// there with "the tool closed the connection"). The reply comes in parts, joined whole.
+#[test]
+fn list_avail_lists_a_catalog_longer_than_one_socket_message() {
+    let mut t = Target::spawn(&[], &[("FAKE_CUPTI_EXTRA_METRICS", "5000")]);
+    let pid = t.pid.to_string();
+    let tool = crate::cuda::tool();
+    let env = [("ROCPROF_ATTACH_CUDA_TOOL", tool.to_str().unwrap())];
+    let (code, out, err) =
+        crate::common::rocprof_attach(&["--list-avail", "-p", &pid, "--json"], &env).finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.len() > 1 << 20, "the listing is {} bytes", out.len());
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one whole JSON document");
+    let metrics = doc["chips"][0]["metrics"].as_array().expect("metrics");
+    assert_eq!(metrics.len(), CATALOG.len() + 5000);
+    for i in [0, 2500, 4999] {
+        let name = format!("fake__padding_{i:05}");
+        let m = metrics.iter().find(|m| m["name"] == name.as_str());
+        assert!(
+            m.is_some_and(|m| m["description"].as_str().unwrap().len() > 200),
+            "{name} listed with its description"
+        );
+    }
+    let (code, out, err) = crate::common::rocprof_attach(&["-L", "-p", &pid], &env).finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("5013 metrics"), "{}", &out[..out.len().min(2000)]);
+    assert!(t.alive());
+}
+
 #[test]
 fn list_avail_is_refused_during_a_session_and_lists_defaults_when_counters_are_denied() {
     // Another session in its window: -L is refused as an attach would be, the session unharmed.

@@ -38,7 +38,7 @@ fn reply(conn: &OwnedFd, r: Result<serde_json::Value, ToolError>) -> bool {
         Ok(v) => ok_reply(&v),
         Err(e) => e.reply(),
     };
-    sock::send(conn, text.as_bytes()).is_ok()
+    sock::send_long(conn, text.as_bytes()).is_ok()
 }
 
 /// Sends `e` on a connection about to be closed. A front end sends `attach` right after

@@ -146,6 +146,53 @@ pub fn send(fd: &OwnedFd, msg: &[u8]) -> io::Result<()> {
     }
 }
 
+/// Largest part of a long reply: a `SOCK_SEQPACKET` message larger than the socket's send
+/// buffer (about 208 KiB by default) fails with `EMSGSIZE`, and the H200's metric list (3,601
+/// metrics with descriptions) is larger than that.
+pub const PART: usize = 64 << 10;
+
+/// The first byte of every part of a long reply but the last (JSON never holds it raw).
+pub const MORE: u8 = 0x01;
+
+/// How long one part may wait for room in the socket (the front end reads as they come).
+const PART_WAIT_MS: i32 = 10_000;
+
+/// Sends `msg` as one message, or, when longer than [`PART`], as parts: each but the last
+/// starts with [`MORE`] (the front end joins them). Bounded: a part that finds no room within
+/// 10 s fails the send.
+pub fn send_long(fd: &OwnedFd, msg: &[u8]) -> io::Result<()> {
+    if msg.len() <= PART {
+        return send(fd, msg);
+    }
+    let mut parts = msg.chunks(PART - 1).peekable();
+    let mut buf = Vec::with_capacity(PART);
+    while let Some(part) = parts.next() {
+        buf.clear();
+        if parts.peek().is_some() {
+            buf.push(MORE);
+        }
+        buf.extend_from_slice(part);
+        if !writable_within(fd, PART_WAIT_MS) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the front end read nothing for 10 s",
+            ));
+        }
+        send(fd, &buf)?;
+    }
+    Ok(())
+}
+
+fn writable_within(fd: &OwnedFd, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, ms) > 0 && p.revents & libc::POLLOUT != 0 }
+}
+
 /// What [`recv`] got.
 #[derive(Debug)]
 pub enum Received {

@@ -15,7 +15,7 @@ use nix::sys::socket::{
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-/// Largest message accepted (the tool's replies are small JSON documents).
+/// Largest message accepted (one part of a reply: the tool sends parts of at most 64 KiB).
 const MAX_MESSAGE: usize = 1 << 20;
 
 /// The tool's own listening name in process `own_pid` (its PID as it sees itself).
@@ -127,8 +127,43 @@ pub fn send_message(conn: &OwnedFd, text: &str) -> Result<()> {
 }
 
 /// Wait up to `timeout` for one message. None when none came in time; an error when the
-/// connection closed.
+/// connection closed. A long reply comes in parts, each but the last starting with [`MORE`]:
+/// they are joined, each part waited for up to `timeout`.
 pub fn receive(conn: &OwnedFd, timeout: Duration) -> Result<Option<String>> {
+    let mut whole = Vec::new();
+    loop {
+        let Some(part) = receive_part(conn, timeout)? else {
+            return Ok(None);
+        };
+        match part.split_first() {
+            Some((&MORE, rest)) if whole.len() + rest.len() <= MAX_REPLY => {
+                whole.extend_from_slice(rest)
+            }
+            Some((&MORE, _)) => {
+                return Err(Error::Io {
+                    context: "reading from the CUDA tool".into(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("its reply is longer than {} MiB", MAX_REPLY >> 20),
+                    ),
+                })
+            }
+            _ => {
+                whole.extend_from_slice(&part);
+                return Ok(Some(String::from_utf8_lossy(&whole).into_owned()));
+            }
+        }
+    }
+}
+
+/// The first byte of each part of a long reply but the last (the tool's `sock::MORE`).
+const MORE: u8 = 0x01;
+
+/// Longest reply joined from parts.
+const MAX_REPLY: usize = 256 << 20;
+
+/// One message, waited for up to `timeout`.
+fn receive_part(conn: &OwnedFd, timeout: Duration) -> Result<Option<Vec<u8>>> {
     let deadline = Instant::now() + timeout;
     if !wait_readable(conn, deadline)? {
         return Ok(None);
@@ -150,7 +185,7 @@ pub fn receive(conn: &OwnedFd, timeout: Duration) -> Result<Option<String>> {
         });
     }
     buf.truncate(n);
-    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+    Ok(Some(buf))
 }
 
 /// Wait until `fd` is readable or `deadline` passes (false).
