@@ -238,6 +238,85 @@ fn a_multi_pass_set_is_refused_naming_the_passes_and_kernel_replay_collects_it()
     assert!(stderr.contains("kernel replay, 2 pass(es)"), "{stderr}");
 }
 
+/// Iteration multiplexing (`--replay-mode iteration`): a 2-pass set counted one pass per window.
+/// The fake CUPTI merges a pass's range *i* into the image's range *i*, as the H200 did, so a
+/// launch of pass 2 sits in the same range as a different launch of pass 1; each launch must get
+/// only the metrics of its own pass, and every value is checked exactly against its launch's
+/// grid.
+#[test]
+fn iteration_multiplexing_gives_each_launch_the_metrics_of_its_pass_and_every_kernel_every_group() {
+    let mut t = Target::spawn(&[], &[]);
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "sm__ctas_launched.sum",
+            "--pmc",
+            "TCC_HIT",
+            "--replay-mode",
+            "iteration",
+            "--kernel-iteration-range",
+            "[1-3]",
+            "-o",
+            "i",
+            "--attach-duration-msec",
+            "5000",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let db = t.out().join("i_results.db");
+    let rows = counter_rows(&db);
+    check_exact(&rows);
+    // Pass 1 gave launches 1-3 of each of the 5 names SQ_WAVES and the CTAs, pass 2 gave
+    // launches 1-3 of each TCC_HIT: 30 dispatches, each with its own pass's metrics only.
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM kernels"), 30, "{stderr}");
+    let of = |c: &str| rows.iter().filter(|r| r.0 == c).count();
+    assert_eq!(
+        (of("SQ_WAVES"), of("sm__ctas_launched.sum"), of("TCC_HIT")),
+        (15, 15, 15),
+        "{rows:?}\n{stderr}"
+    );
+    for name in rows.iter().map(|r| &r.4) {
+        for c in ["SQ_WAVES", "TCC_HIT"] {
+            assert!(
+                rows.iter().any(|r| &r.4 == name && r.0 == c),
+                "{name} got {c}"
+            );
+        }
+    }
+    assert!(
+        stderr.contains("iteration multiplexing counted 2 of 2 passes (pass 1: SQ_WAVES, sm__ctas_launched.sum; pass 2: TCC_HIT)")
+            && stderr.contains("5 of 5 kernel names got every group")
+            && stderr.contains("iteration replay, 2 pass(es)"),
+        "{stderr}"
+    );
+    assert_eq!(field(&t, "profiler"), "0", "released: {}", t.state());
+    assert!(t.alive());
+}
+
+#[test]
+fn iteration_multiplexing_of_a_one_pass_set_counts_as_without_it() {
+    let t = Target::spawn(&[], &[]);
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--pmc",
+            "SQ_WAVES",
+            "--replay-mode",
+            "iteration",
+            "-o",
+            "one",
+            "--attach-duration-msec",
+            "300",
+        ],
+    );
+    // A set of one pass is counted as without the mode.
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("user replay, 1 pass(es)"), "{stderr}");
+    assert!(!counter_rows(&t.out().join("one_results.db")).is_empty());
+}
+
 #[test]
 fn names_without_an_equivalent_and_denied_counters_are_refused_with_nothing_enabled() {
     let t = Target::spawn(&[], &[("FAKE_CUPTI_PROFILING", "denied")]);
@@ -544,7 +623,11 @@ fn list_avail_lists_a_catalog_longer_than_one_socket_message() {
     }
     let (code, out, err) = crate::common::rocprof_attach(&["-L", "-p", &pid], &env).finish();
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("5013 metrics"), "{}", &out[..out.len().min(2000)]);
+    assert!(
+        out.contains("5013 metrics"),
+        "{}",
+        &out[..out.len().min(2000)]
+    );
     assert!(t.alive());
 }
 

@@ -555,6 +555,24 @@ fn counter_options() {
             ("ROCPROF_COUNTER_GROUPS", Some("pmc: A\npmc: B C")),
         ],
     );
+    // Iteration multiplexing (CUDA): the groups go to our tool, with our own setting.
+    check(
+        &[
+            "--replay-mode",
+            "iteration",
+            "--pmc",
+            "A",
+            "--pmc",
+            "B",
+            "C",
+        ],
+        &[],
+        &[
+            ("ROCPROF_ATTACH_ITERATION_REPLAY", Some("1")),
+            ("ROCPROF_COUNTER_COLLECTION", Some("1")),
+            ("ROCPROF_COUNTER_GROUPS", Some("pmc: A\npmc: B C")),
+        ],
+    );
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("extra.yaml");
     std::fs::write(&file, "SQ_X:\n  expression: SQ_WAVES*2\n").unwrap();

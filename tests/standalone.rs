@@ -178,3 +178,40 @@ fn a_variable_exported_by_the_user_is_kept() {
     assert_eq!(env["ROCPROF_KERNEL_TRACE"], "1");
     assert_eq!(env["ROCPROF_MARKER_API_TRACE"], "0");
 }
+
+/// `--replay-mode iteration` is iteration multiplexing of our CUDA tool: a ROCm process is
+/// refused with the reason and the fix, and nothing is sent to it.
+#[test]
+fn iteration_replay_is_refused_for_a_rocm_process_before_anything_is_sent() {
+    let t = Target::spawn(TargetOpts::default());
+    let out = t.dir.path().join("out");
+    let (pid, tool) = (t.pid.to_string(), tool_lib());
+    let args = [
+        "--attach",
+        &pid,
+        "-d",
+        s(&out),
+        "-t",
+        s(&tool),
+        "--pmc",
+        "SQ_WAVES",
+        "--pmc",
+        "GRBM_COUNT",
+        "--replay-mode",
+        "iteration",
+        "--attach-duration-msec",
+        "50",
+    ];
+    let (code, _, stderr) = rocprof_attach(&args, &[]).finish();
+    assert_eq!(code, 2, "a usage error: {stderr}");
+    assert!(
+        stderr.contains("--replay-mode iteration is for CUDA processes")
+            && stderr.contains("--replay-mode kernel"),
+        "{stderr}"
+    );
+    let attaches = common::records(&t)
+        .into_iter()
+        .filter(|r| r.kind == "attach")
+        .count();
+    assert_eq!(attaches, 0, "nothing was sent");
+}

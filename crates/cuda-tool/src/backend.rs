@@ -421,6 +421,7 @@ impl CuptiBackend {
             return Ok(());
         };
         sink.set_counters(&cp.counters, !plan.kernels);
+        sink.set_counting(true);
         cs.start(c, std::sync::Arc::new(cp.clone()), setup_us)
     }
 
@@ -455,7 +456,25 @@ impl CuptiBackend {
             if let Some(sink) = s.sink.as_mut() {
                 sink.add_values(values);
             }
-            s.counter_report = Some(report);
+            s.counter_report = Some(match s.counter_report.take() {
+                Some(mut earlier) if report.multiplexed.is_some() => {
+                    earlier.add(report);
+                    earlier
+                }
+                _ => report,
+            });
+        }
+        // Iteration multiplexing: the next pass starts at once.
+        if let Some(plan) = cs.next_pass() {
+            if let Err(e) = cs.start(s.cupti, plan, 0) {
+                if let Some(r) = s.counter_report.as_mut() {
+                    r.notes
+                        .push(format!("the next pass could not start: {}", e.message));
+                }
+            }
+        }
+        if let Some(sink) = s.sink.as_mut() {
+            sink.set_counting(cs.counting());
         }
     }
 

@@ -152,8 +152,9 @@ pub fn parse_names(value: &str) -> Vec<String> {
         .strip_prefix("pmc:")
         .or(v.strip_prefix("spm:"))
         .unwrap_or(v);
+    // Several groups may come on one line ("pmc: A B pmc: C"): each `pmc:` starts the next.
     v.split(|c: char| c.is_whitespace() || c == ',')
-        .filter(|s| !s.is_empty())
+        .filter(|s| !s.is_empty() && *s != "pmc:" && *s != "spm:")
         .map(str::to_owned)
         .collect()
 }
@@ -196,6 +197,9 @@ pub struct CounterPlan {
     pub counters: Vec<Counter>,
     /// `--replay-mode kernel`: CUPTI replays each kernel for every pass.
     pub kernel_replay: bool,
+    /// `--replay-mode iteration`: a set of several passes is counted one pass per window, each
+    /// launch with the metrics of its pass (iteration multiplexing, docs/cuda.md).
+    pub iteration_replay: bool,
     /// `--kernel-include-regex`.
     pub include: Option<regex::Regex>,
     /// `--kernel-exclude-regex`.
@@ -240,6 +244,9 @@ fn regex_setting(
     }
 }
 
+/// The setting of `--replay-mode iteration` (the groups come in `ROCPROF_COUNTER_GROUPS`).
+pub const ITERATION_REPLAY: &str = "ROCPROF_ATTACH_ITERATION_REPLAY";
+
 /// The counter plan of an `attach` (`ROCPROF_COUNTER_COLLECTION=1` with `ROCPROF_COUNTERS`, or
 /// `ROCPROF_KERNEL_REPLAY=1` with `ROCPROF_COUNTER_GROUPS`), `None` when no counter is asked
 /// for; names are resolved here ([`resolve`]).
@@ -248,8 +255,9 @@ pub fn counter_plan(
 ) -> Result<Option<CounterPlan>, ToolError> {
     let on = |k: &str| env.get(k).is_some_and(|v| crate::protocol::truthy(v));
     let kernel_replay = on("ROCPROF_KERNEL_REPLAY");
+    let iteration_replay = !kernel_replay && on(ITERATION_REPLAY);
     let mut names: Vec<String> = Vec::new();
-    if kernel_replay {
+    if kernel_replay || iteration_replay {
         for line in env.get("ROCPROF_COUNTER_GROUPS").map_or("", |s| s).lines() {
             names.extend(parse_names(line));
         }
@@ -269,6 +277,7 @@ pub fn counter_plan(
     Ok(Some(CounterPlan {
         counters,
         kernel_replay,
+        iteration_replay,
         include: regex_setting(
             env,
             "ROCPROF_KERNEL_FILTER_INCLUDE_REGEX",
@@ -325,5 +334,24 @@ mod tests {
         assert_eq!(parse_iterations("").unwrap(), None);
         assert!(parse_iterations("[0-2]").is_err());
         assert!(parse_iterations("[a]").is_err());
+    }
+}
+
+#[cfg(test)]
+mod iteration_tests {
+    #[test]
+    fn iteration_replay_reads_the_groups() {
+        let env: std::collections::BTreeMap<String, String> = [
+            ("ROCPROF_ATTACH_ITERATION_REPLAY", "1"),
+            ("ROCPROF_COUNTER_COLLECTION", "1"),
+            ("ROCPROF_KERNEL_REPLAY", "0"),
+            ("ROCPROF_COUNTER_GROUPS", "pmc: SQ_WAVES pmc: TCC_HIT"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let p = super::counter_plan(&env).unwrap().unwrap();
+        assert!(p.iteration_replay && !p.kernel_replay);
+        assert_eq!(p.counters.len(), 2);
     }
 }

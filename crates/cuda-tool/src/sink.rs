@@ -109,6 +109,10 @@ pub struct Sink {
     pmc_ids: HashMap<u32, Vec<i64>>,
     values: HashMap<u32, KernelValues>,
     waiting: HashSet<u32>,
+    /// A counting window is open: a kernel record without a start (a counted kernel's, as on
+    /// the H200) waits for its values even if its launch was recorded after the last
+    /// [`Sink::wait_for`].
+    hold_unstarted: bool,
     counted_only: bool,
 }
 
@@ -153,6 +157,7 @@ impl Sink {
             pmc_ids: HashMap::new(),
             values: HashMap::new(),
             waiting: HashSet::new(),
+            hold_unstarted: false,
             counted_only: false,
         })
     }
@@ -168,6 +173,11 @@ impl Sink {
     /// rows are held until [`Sink::add_values`] or [`Sink::finish`].
     pub fn wait_for(&mut self, correlations: impl IntoIterator<Item = u32>) {
         self.waiting = correlations.into_iter().collect();
+    }
+
+    /// Whether a counting window is open (see `hold_unstarted`).
+    pub fn set_counting(&mut self, counting: bool) {
+        self.hold_unstarted = counting;
     }
 
     /// Counter values of counted launches (by correlation id); nothing waits any more.
@@ -319,11 +329,12 @@ impl Sink {
     }
 
     fn write_ready(&mut self, limit: u64, api_name: &dyn Fn(bool, u32) -> String) -> Result<()> {
-        let (waiting, values) = (&self.waiting, &self.values);
+        let (waiting, values, unstarted) = (&self.waiting, &self.values, self.hold_unstarted);
         let (wait, now): (Vec<_>, Vec<_>) = ready(&mut self.held.kernels, limit, |k| k.start)
             .into_iter()
             .partition(|k| {
-                waiting.contains(&k.correlation) && !values.contains_key(&k.correlation)
+                (waiting.contains(&k.correlation) || unstarted && k.start == 0)
+                    && !values.contains_key(&k.correlation)
             });
         self.held.kernels.extend(wait);
         for k in now {
@@ -413,7 +424,11 @@ impl Sink {
 
     fn kernel(&mut self, k: &crate::records::KernelRow) -> Result<()> {
         let values = self.values.remove(&k.correlation);
-        let counted = values.as_ref().is_some_and(|v| !v.values.is_empty());
+        // A value is NaN where the launch's pass did not count that metric (iteration
+        // multiplexing): it is not written.
+        let counted = values
+            .as_ref()
+            .is_some_and(|v| v.values.iter().any(|x| !x.is_nan()));
         if self.counted_only && !counted {
             return Ok(());
         }
@@ -425,7 +440,12 @@ impl Sink {
             None => (k.end, k.end.saturating_add(1)),
         };
         let counters = match values {
-            Some(v) if counted => self.pmc_ids(k.device)?.into_iter().zip(v.values).collect(),
+            Some(v) if counted => self
+                .pmc_ids(k.device)?
+                .into_iter()
+                .zip(v.values)
+                .filter(|(_, x)| !x.is_nan())
+                .collect(),
             _ => Vec::new(),
         };
         self.order(0, start);

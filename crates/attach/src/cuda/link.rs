@@ -124,7 +124,7 @@ pub struct Finished {
 pub struct CounterReport {
     /// `[name, NVIDIA metric]` per counter.
     pub metrics: Vec<(String, String)>,
-    /// "user" (one pass) or "kernel" (CUPTI kernel replay).
+    /// "user" (one pass), "kernel" (CUPTI kernel replay) or "iteration" (one pass per window).
     pub replay: String,
     /// Passes of the metric set.
     pub passes: u64,
@@ -152,6 +152,66 @@ pub struct CounterReport {
     pub decode_us: u64,
     /// Caveats (mismatches, re-enabling).
     pub notes: Vec<String>,
+    /// Iteration multiplexing: passes counted, their groups, launches per kernel and pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multiplexed: Option<Multiplexed>,
+}
+
+/// What iteration multiplexing counted (the tool's `pmc::multiplex::Multiplexed`).
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+pub struct Multiplexed {
+    /// Passes counted.
+    pub passes_counted: u64,
+    /// The metrics each counted pass gave.
+    pub groups: Vec<Vec<String>>,
+    /// Per kernel name, the launches given values by each pass.
+    pub kernels: Vec<KernelPasses>,
+}
+
+/// One kernel's launches with values, per pass.
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
+#[serde(default)]
+pub struct KernelPasses {
+    /// The kernel's name.
+    pub name: String,
+    /// Launches given values by pass 1, 2, ...
+    pub launches: Vec<u64>,
+}
+
+impl Multiplexed {
+    /// One line: the passes, their groups, and how many kernels got every group.
+    pub fn summary(&self, pid: i32, passes: u64) -> String {
+        let complete = self
+            .kernels
+            .iter()
+            .filter(|k| k.launches.len() as u64 >= passes && k.launches.iter().all(|n| *n > 0))
+            .count();
+        let groups: Vec<String> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, g)| format!("pass {}: {}", i + 1, g.join(", ")))
+            .collect();
+        let partial: Vec<String> = self
+            .kernels
+            .iter()
+            .filter(|k| !(k.launches.len() as u64 >= passes && k.launches.iter().all(|n| *n > 0)))
+            .take(3)
+            .map(|k| format!("{} ({:?})", k.name, k.launches))
+            .collect();
+        format!(
+            "process {pid}: iteration multiplexing counted {} of {passes} passes ({}); {complete} of {} kernel names got every group, each value from one launch{}",
+            self.passes_counted,
+            groups.join("; "),
+            self.kernels.len(),
+            if partial.is_empty() {
+                String::new()
+            } else {
+                format!("; launches per pass of some that did not: {}", partial.join(", "))
+            }
+        )
+    }
 }
 
 impl CounterReport {
@@ -255,6 +315,13 @@ fn database_path(p: &Planned, env: &EnvList) -> PathBuf {
 fn attach_message(env: &EnvList, db: &std::path::Path) -> String {
     let mut text = String::from("attach\n");
     for (k, v) in env.forwarded() {
+        // The groups of several --pmc flags, one `pmc:` line each, travel on one line (the
+        // tool splits them at each `pmc:`); other values with a newline are not ours to send.
+        let v = if k == "ROCPROF_COUNTER_GROUPS" {
+            std::borrow::Cow::Owned(v.replace('\n', " "))
+        } else {
+            std::borrow::Cow::Borrowed(v)
+        };
         if k.starts_with("ROCPROF_") && !v.contains('\n') {
             text.push_str(&format!("{k}={v}\n"));
         }

@@ -132,9 +132,10 @@ pub struct ValueOptions {
     #[arg(short = 'E', long, help_heading = H_COUNTERS, value_name = "FILE")]
     pub extra_counters: Option<String>,
     /// Counter replay strategy; 'kernel' (beta) replays each dispatch once per --pmc group (CUDA:
-    /// CUPTI kernel replay, about 20-33 ms per counted kernel on an H200)
+    /// CUPTI kernel replay, about 20-33 ms per counted kernel on an H200); 'iteration' (CUDA
+    /// only) counts one pass per window on later launches, each value from one launch
     #[arg(long, help_heading = H_COUNTERS, value_name = "MODE", ignore_case = true,
-          value_parser = PossibleValuesParser::new(["kernel", "application"]))]
+          value_parser = PossibleValuesParser::new(["kernel", "application", "iteration"]))]
     pub replay_mode: Option<String>,
     /// SPM counters to sample; none named on a CUDA process samples SM and graphics-engine
     /// activity against elapsed cycles (ROCm needs names)

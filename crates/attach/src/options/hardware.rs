@@ -4,6 +4,9 @@
 use super::switches::Switch;
 use super::*;
 
+/// The CUDA tool's setting of `--replay-mode iteration` (the tool's `metrics::ITERATION_REPLAY`).
+pub const ITERATION_REPLAY: &str = "ROCPROF_ATTACH_ITERATION_REPLAY";
+
 /// The variable naming the thread trace decoder's directories (exported values are kept).
 const ATT_LIBRARY_PATH: &str = "ROCPROF_ATT_LIBRARY_PATH";
 
@@ -27,9 +30,9 @@ impl ProfilerOptions {
                 "--pmc needs at least one counter name, e.g. --pmc SQ_WAVES GRBM_COUNT".to_string()
             }));
         }
-        if self.pmc.len() > 1 && !kernel_replay {
+        if self.pmc.len() > 1 && !kernel_replay && !self.iteration_replay() {
             return Err(Error::usage(
-                "multi-pass counter collection (multiple --pmc flags) is not compatible with attach mode: it needs the application to rerun its kernels from the start; pass a single --pmc group (or --replay-mode kernel --kernel-replay-beta-enabled)",
+                "multi-pass counter collection (multiple --pmc flags) is not compatible with attach mode: it needs the application to rerun its kernels from the start; pass a single --pmc group (or --replay-mode kernel --kernel-replay-beta-enabled; on a CUDA process, --replay-mode iteration)",
             ));
         }
         if self.switches.on(Switch::SelectedRegions)
@@ -46,7 +49,32 @@ impl ProfilerOptions {
         Ok(())
     }
 
+    /// `--replay-mode iteration` (iteration multiplexing, CUDA processes).
+    fn iteration_replay(&self) -> bool {
+        self.values
+            .replay_mode
+            .as_deref()
+            .is_some_and(|m| m.eq_ignore_ascii_case("iteration"))
+    }
+
     pub(super) fn apply_counters(&self, env: &mut EnvList) -> Result<()> {
+        if self.iteration_replay() {
+            if self.pmc.is_empty() {
+                return Err(Error::usage(
+                    "--replay-mode iteration requires counter collection: add --pmc COUNTER ...",
+                ));
+            }
+            // The CUDA tool reads the groups; a ROCm process is refused at attach.
+            env.set(ITERATION_REPLAY, "1");
+            env.set("ROCPROF_COUNTER_COLLECTION", "1");
+            let groups: Vec<String> = self
+                .pmc
+                .iter()
+                .map(|g| format!("pmc: {}", g.join(" ")))
+                .collect();
+            env.set("ROCPROF_COUNTER_GROUPS", &groups.join("\n"));
+            return Ok(());
+        }
         let kernel_replay = self
             .values
             .replay_mode

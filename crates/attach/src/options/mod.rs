@@ -34,7 +34,7 @@ mod apply;
 mod args;
 pub mod defaults;
 mod ecmascript;
-mod hardware;
+pub mod hardware;
 mod switch_table;
 pub mod switches;
 mod validate;

@@ -105,6 +105,10 @@ fn attach_phase(
 ) -> HashMap<i32, Result<Attachment>> {
     let (cuda, rocm): (Vec<&Planned>, Vec<&Planned>) =
         phase.iter().partition(|p| p.report.cuda.is_some());
+    // Iteration multiplexing is our CUDA tool's: a ROCm process is refused, nothing sent.
+    let (refused, rocm): (Vec<&Planned>, Vec<&Planned>) = rocm
+        .into_iter()
+        .partition(|_| env.contains(crate::options::hardware::ITERATION_REPLAY));
     let jobs: Vec<(agent::Target, Job)> = rocm.iter().map(|p| attach_job(env, p)).collect();
     for p in phase {
         plan.claims.set(p.report.pid, State::Attaching);
@@ -117,7 +121,19 @@ fn attach_phase(
         .collect();
     let linked = super::parallel(&cuda, parallelism, |p| cuda_attachment(p, env, injector));
     results.extend(cuda.iter().map(|p| p.report.pid).zip(linked));
+    results.extend(
+        refused
+            .iter()
+            .map(|p| (p.report.pid, Err(iteration_refused(p.report.pid)))),
+    );
     results
+}
+
+/// `--replay-mode iteration` asked of ROCm process `pid`.
+fn iteration_refused(pid: i32) -> Error {
+    Error::usage(format!(
+        "--replay-mode iteration is for CUDA processes, and process {pid} is a ROCm process: rocprofiler-sdk has no iteration multiplexing; nothing was touched. Fix: pass one --pmc group that fits one pass, or --replay-mode kernel --kernel-replay-beta-enabled"
+    ))
 }
 
 /// Record the attach of process `pid`: its claim, its events, and the attachment or failure.
@@ -165,6 +181,9 @@ fn record(out: &mut AttachOutcome, plan: &Plan, pid: i32, r: Result<Attachment>,
 pub fn attach_one(env: &EnvList, injector: &dyn Injector, p: &Planned) -> Result<Attachment> {
     if p.report.cuda.is_some() {
         return cuda_attachment(p, env, injector);
+    }
+    if env.contains(crate::options::hardware::ITERATION_REPLAY) {
+        return Err(iteration_refused(p.report.pid));
     }
     let (target, job) = attach_job(env, p);
     attachment(p, injector.inject(&target, &job).map_err(Error::from))

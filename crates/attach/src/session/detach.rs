@@ -418,6 +418,9 @@ fn cuda_detached(a: &Attachment, ctl: &DetachControl, events: Events) -> Result<
     }
     if let Some(c) = &finished.counters {
         let mut lines = vec![c.summary(a.pid)];
+        if let Some(m) = &c.multiplexed {
+            lines.push(m.summary(a.pid, c.passes));
+        }
         lines.extend(
             c.notes
                 .iter()

@@ -34,6 +34,8 @@ pub struct Launch {
     pub correlation: u32,
     /// The context it was launched on.
     pub ctx: usize,
+    /// The kernel's name (its launch callback's symbol name).
+    pub name: String,
     /// Whether its values are kept (filters and iteration range).
     pub keep: bool,
     /// Blocks and threads per block, from the launch's parameters (where CUPTI's parameter
@@ -260,6 +262,7 @@ impl Window {
         self.launches.push(Launch {
             correlation: d.correlation_id,
             ctx,
+            name: name.to_owned(),
             keep,
             grid,
             enter: timestamp(),

@@ -14,10 +14,22 @@
 //! * A refusal (no privileges, unknown metric, a set needing several passes) happens before
 //!   anything is enabled.
 
+mod attribute;
 pub mod launches;
+pub mod multiplex;
 mod setup;
 
+pub use attribute::Anchor;
+use attribute::{attribute, Uncertain};
+
 pub(crate) use setup::{availability_of, chip_name_of, pm_config, refuse_or_fail_of};
+
+/// The names of the metrics evaluated: the plan's, then the anchor added (if any).
+fn plan_names(plan: &CounterPlan, evaluated: usize) -> Vec<String> {
+    let mut names: Vec<String> = plan.counters.iter().map(|c| c.name.clone()).collect();
+    names.resize(evaluated.max(names.len()), "sm__ctas_launched.sum".into());
+    names
+}
 
 /// Disables every range profiler of `counters` and releases its host object (at detach: the
 /// counters are not kept between sessions).
@@ -81,6 +93,8 @@ pub struct Counters {
     anchor: Anchor,
     /// The open window's plan and report.
     window: Option<(Arc<CounterPlan>, Report, Instant)>,
+    /// Iteration multiplexing's cycle of passes (`--replay-mode iteration`, several passes).
+    multiplex: Option<multiplex::Multiplex>,
 }
 
 /// What a window counted and cost: the `counters` object of the detach reply.
@@ -117,6 +131,27 @@ pub struct Report {
     pub decode_us: u64,
     /// What the user should know (mismatches, re-enabling).
     pub notes: Vec<String>,
+    /// Iteration multiplexing: the passes counted, their groups and every kernel's launches
+    /// per pass (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multiplexed: Option<multiplex::Multiplexed>,
+}
+
+impl Report {
+    /// Adds a later pass's window to this one (iteration multiplexing).
+    pub fn add(&mut self, later: Report) {
+        self.launches += later.launches;
+        self.kept += later.kept;
+        self.ranges += later.ranges;
+        self.dropped += later.dropped;
+        self.stopped_by = later.stopped_by;
+        self.counting_ms += later.counting_ms;
+        self.start_us += later.start_us;
+        self.stop_us += later.stop_us;
+        self.decode_us += later.decode_us;
+        self.notes.extend(later.notes);
+        self.multiplexed = later.multiplexed;
+    }
 }
 
 /// Enables the tool's launch callbacks on subscriber `sub` (runtime and driver launches).
@@ -198,7 +233,14 @@ impl Counters {
         let config_size = self.config.len();
         let contexts = self.objects.iter().map(|o| o.ctx as usize).collect();
         launches::open(plan.clone(), contexts);
-        let started = self.start_objects(c, replay, config, config_size, max_ranges);
+        let started = match self.multiplex.as_mut() {
+            Some(m) if m.pass > 0 => self.restart_objects(c),
+            Some(m) => {
+                m.plan = Some(plan.clone());
+                self.start_objects(c, replay, config, config_size, max_ranges)
+            }
+            None => self.start_objects(c, replay, config, config_size, max_ranges),
+        };
         if let Err(e) = started {
             launches::close();
             return Err(e);
@@ -210,7 +252,11 @@ impl Counters {
                 .iter()
                 .map(|x| (x.name.clone(), x.metric.clone()))
                 .collect(),
-            replay: if self.key.1 { "kernel" } else { "user" },
+            replay: match (self.key.1, &self.multiplex) {
+                (true, _) => "kernel",
+                (false, Some(_)) => "iteration",
+                (false, None) => "user",
+            },
             passes: self.passes,
             devices: self.objects.iter().map(|o| o.ordinal).collect(),
             setup_us,
@@ -243,6 +289,39 @@ impl Counters {
             }
         }
         r
+    }
+
+    /// Starts every object again for the next pass of the cycle (its image and config stay: a
+    /// pass decoded merges into the image); on a failure the objects started are stopped.
+    fn restart_objects(&mut self, c: &crate::cupti::Cupti) -> Result<(), ToolError> {
+        let prof = self.prof;
+        for (i, o) in self.objects.iter().enumerate() {
+            let obj = o.object;
+            // SAFETY: a configured, stopped object of ours.
+            let r = unsafe { profiler::call(prof.rp_start, |p| p.p_range_profiler_object = obj) };
+            if let Err(r) = r {
+                for o in &self.objects[..i] {
+                    let obj = o.object;
+                    // SAFETY: an object this call started.
+                    let _ = unsafe {
+                        profiler::call(prof.rp_stop, |p| p.p_range_profiler_object = obj)
+                    };
+                }
+                return Err(failed("cuptiRangeProfilerStart", c, r));
+            }
+        }
+        Ok(())
+    }
+
+    /// The next pass of iteration multiplexing is due (the last window stopped by itself and
+    /// the cycle is not complete): its plan, to [`Counters::start`] it at once.
+    pub fn next_pass(&self) -> Option<Arc<CounterPlan>> {
+        let m = self.multiplex.as_ref()?;
+        if m.next && self.window.is_none() {
+            m.plan.clone()
+        } else {
+            None
+        }
     }
 
     /// [`Counters::start_objects`]'s loop; `started` counts the objects started.
@@ -312,16 +391,16 @@ impl Counters {
         let t0 = Instant::now();
         let prof = self.prof;
         launches::stopping();
+        let mut all_submitted = true;
         for o in &self.objects {
             let obj = o.object;
             // SAFETY: a started object of ours.
-            if let Err(r) =
-                unsafe { profiler::call(prof.rp_stop, |p| p.p_range_profiler_object = obj) }
-            {
-                report.notes.push(format!(
+            match unsafe { profiler::call(prof.rp_stop, |p| p.p_range_profiler_object = obj) } {
+                Ok(p) => all_submitted &= p.is_all_pass_submitted != 0,
+                Err(r) => report.notes.push(format!(
                     "cuptiRangeProfilerStop failed with {}",
                     c.describe(r)
-                ));
+                )),
             }
         }
         let window = launches::close();
@@ -329,7 +408,7 @@ impl Counters {
         report.counting_ms = started.elapsed().as_millis() as u64;
         let t1 = Instant::now();
         let mut values = HashMap::new();
-        if let Some(w) = window {
+        if let Some(w) = window.as_ref() {
             report.stopped_by = match w.stop {
                 StopReason::Budget => "budget",
                 StopReason::NothingLeft => "nothing-left",
@@ -337,7 +416,10 @@ impl Counters {
             };
             report.launches = w.launches.len();
             for i in 0..self.objects.len() {
-                let (ranges, dropped) = self.decode(c, i, &mut report);
+                let (mut ranges, dropped) = self.decode(c, i, &mut report);
+                if let Some(m) = self.multiplex.as_mut() {
+                    ranges = m.fresh(i, ranges, &plan_names(&plan, self.metrics.len()));
+                }
                 let ctx = self.objects[i].ctx as usize;
                 let mine: Vec<&Launch> = w.launches.iter().filter(|l| l.ctx == ctx).collect();
                 let uncertain = Uncertain {
@@ -360,6 +442,16 @@ impl Counters {
         }
         report.kept = values.values().filter(|v| !v.values.is_empty()).count();
         report.decode_us = t1.elapsed().as_micros() as u64;
+        if let (Some(m), Some(w)) = (self.multiplex.as_mut(), window.as_ref()) {
+            let given = |k: u32| {
+                values
+                    .get(&k)
+                    .is_some_and(|v: &KernelValues| v.values.iter().any(|x| !x.is_nan()))
+            };
+            m.count(&w.launches, given);
+            m.end_pass(all_submitted, w.stop != StopReason::Running);
+            report.multiplexed = Some(m.summary.clone());
+        }
         Some((values, report))
     }
 
@@ -416,215 +508,5 @@ impl Counters {
             report.ranges += total;
             (out, dropped)
         }
-    }
-}
-
-/// What makes range *i* launch *i + x*: launches seen (not recorded) after the budget, while
-/// `Start` and `Stop` were called (each may or may not have become a range), and the ranges
-/// CUPTI dropped.
-struct Uncertain {
-    after: usize,
-    during_start: usize,
-    during_stop: usize,
-    dropped: usize,
-}
-
-/// An anchor metric checks that a range is its launch: `(index among the metrics evaluated,
-/// warps (true) or blocks (false))`.
-pub type Anchor = Option<(usize, bool)>;
-
-fn anchor_holds(anchor: Anchor, l: &Launch, values: &[f64]) -> Option<bool> {
-    let (i, warps) = anchor?;
-    let (blocks, threads) = l.grid?;
-    let want = if warps {
-        blocks * threads.div_ceil(32)
-    } else {
-        blocks
-    };
-    Some(values.get(i).is_some_and(|v| *v == want as f64))
-}
-
-/// The offset `x` (range `i + x` is launch `i`). Launches wait at the gate while `Start` is
-/// called, so `x` is 0 unless launches were uncertain there (in flight when the window opened,
-/// or past the gate's time limit): then `x` is at most their number, and the one offset at which
-/// every launch's grid matches its range's anchor metric is taken; `None` when there is no
-/// single such offset. Ranges beyond the recorded launches (after the budget, during `Stop`) and
-/// recorded launches that were not ranges (during `Stop`) are at the end and change nothing.
-fn offset(
-    launches: &[&Launch],
-    u: &Uncertain,
-    anchor: Anchor,
-    ranges: &[Vec<f64>],
-) -> Option<usize> {
-    let hi = u.during_start.min(ranges.len());
-    let fits = |x: usize| {
-        launches
-            .iter()
-            .zip(ranges.iter().skip(x))
-            .all(|(l, v)| anchor_holds(anchor, l, v) != Some(false))
-    };
-    let candidates: Vec<usize> = (0..=hi).filter(|&x| fits(x)).collect();
-    match candidates.as_slice() {
-        [x] => Some(*x),
-        _ => None,
-    }
-}
-
-/// Gives range *i + x* to launch *i* of one context ([`offset`]); when no single offset fits,
-/// nothing is attributed and a note says why: no value is ever given to the wrong launch.
-fn attribute(
-    plan: &CounterPlan,
-    launches: &[&Launch],
-    u: &Uncertain,
-    anchor: Anchor,
-    ranges: Vec<Vec<f64>>,
-    out: &mut HashMap<u32, KernelValues>,
-    report: &mut Report,
-) {
-    for l in launches {
-        out.insert(
-            l.correlation,
-            KernelValues {
-                values: Vec::new(),
-                enter: l.enter,
-                exit: l.exit.max(l.enter),
-            },
-        );
-    }
-    let Some(x) = offset(launches, u, anchor, &ranges) else {
-        report.notes.push(format!(
-            "the range profiler returned {} ranges ({} dropped) for {} launches ({} more after the budget, {} during Start, {} during Stop), and no alignment fits{}: no value of this window is attributed, none is given to the wrong kernel; attach again",
-            ranges.len() + u.dropped, u.dropped, launches.len(), u.after, u.during_start, u.during_stop,
-            if anchor.is_some() { " the launches' grids" } else { " (add sm__ctas_launched.sum or SQ_WAVES to check grids)" }
-        ));
-        return;
-    };
-    for (l, v) in launches.iter().zip(ranges.into_iter().skip(x)) {
-        if !l.keep {
-            continue;
-        }
-        let values = v
-            .iter()
-            .zip(&plan.counters)
-            .map(|(x, c)| x * c.scale)
-            .collect();
-        out.insert(
-            l.correlation,
-            KernelValues {
-                values,
-                enter: l.enter,
-                exit: l.exit.max(l.enter),
-            },
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn launch(correlation: u32, blocks: u64) -> Launch {
-        Launch {
-            correlation,
-            ctx: 1,
-            keep: true,
-            grid: Some((blocks, 64)),
-            enter: 10,
-            exit: 20,
-        }
-    }
-
-    fn uncertain(during_start: usize) -> Uncertain {
-        Uncertain {
-            after: 0,
-            during_start,
-            during_stop: 0,
-            dropped: 0,
-        }
-    }
-
-    /// Ranges whose anchor (index 0, blocks) is `blocks`.
-    fn ranges(blocks: &[u64]) -> Vec<Vec<f64>> {
-        blocks.iter().map(|&b| vec![b as f64, 7.0]).collect()
-    }
-
-    #[test]
-    fn ranges_are_aligned_to_launches() {
-        let ls: Vec<Launch> = [3, 5, 7, 3, 5]
-            .iter()
-            .zip(1..)
-            .map(|(&b, c)| launch(c, b))
-            .collect();
-        let refs: Vec<&Launch> = ls.iter().collect();
-        let anchor = Some((0, false));
-        // No uncertain launch: range i is launch i.
-        assert_eq!(
-            offset(&refs, &uncertain(0), anchor, &ranges(&[3, 5, 7, 3, 5])),
-            Some(0)
-        );
-        // Two launches in flight at Start became the first two ranges: the grids say so.
-        let r = ranges(&[9, 9, 3, 5, 7, 3, 5]);
-        assert_eq!(offset(&refs, &uncertain(2), anchor, &r), Some(2));
-        // A grid that matches no alignment: nothing is attributed.
-        assert_eq!(
-            offset(&refs, &uncertain(1), anchor, &ranges(&[4, 4, 4, 4, 4])),
-            None
-        );
-        // Without an anchor an uncertain start cannot be resolved.
-        assert_eq!(offset(&refs, &uncertain(1), None, &r), None);
-        assert_eq!(offset(&refs, &uncertain(0), None, &r), Some(0));
-        // A periodic pattern fits two offsets: refused.
-        let ls: Vec<Launch> = [3, 5, 3, 5]
-            .iter()
-            .zip(1..)
-            .map(|(&b, c)| launch(c, b))
-            .collect();
-        let refs: Vec<&Launch> = ls.iter().collect();
-        assert_eq!(
-            offset(&refs, &uncertain(2), anchor, &ranges(&[3, 5, 3, 5, 3, 5])),
-            None
-        );
-    }
-
-    #[test]
-    fn attributed_values_are_scaled_and_unattributed_launches_keep_their_times() {
-        let plan = crate::metrics::counter_plan(
-            &[(
-                "ROCPROF_COUNTERS".to_owned(),
-                "pmc: sm__ctas_launched.sum FETCH_SIZE".to_owned(),
-            )]
-            .into_iter()
-            .collect(),
-        )
-        .unwrap()
-        .unwrap();
-        let ls = [launch(1, 3), launch(2, 5)];
-        let refs: Vec<&Launch> = ls.iter().collect();
-        let (mut out, mut report) = (HashMap::new(), Report::default());
-        let r = vec![vec![3.0, 2048.0], vec![5.0, 1024.0]];
-        attribute(
-            &plan,
-            &refs,
-            &uncertain(0),
-            Some((0, false)),
-            r,
-            &mut out,
-            &mut report,
-        );
-        assert_eq!(out[&1].values, vec![3.0, 2.0], "FETCH_SIZE in kB");
-        assert_eq!(out[&2].values, vec![5.0, 1.0]);
-        let (mut out, mut report) = (HashMap::new(), Report::default());
-        let r = vec![vec![4.0, 0.0], vec![4.0, 0.0]];
-        attribute(
-            &plan,
-            &refs,
-            &uncertain(0),
-            Some((0, false)),
-            r,
-            &mut out,
-            &mut report,
-        );
-        assert!(out.values().all(|v| v.values.is_empty() && v.enter == 10));
-        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
     }
 }

@@ -289,15 +289,45 @@ fn host_config(
         ),
         None => e,
     })?;
-    if host.passes > 1 && !plan.kernel_replay {
+    if host.passes > 1 && !plan.kernel_replay && !plan.iteration_replay {
         host.deinit(prof);
         let groups = pass_groups(c, prof, chip, avail, &names);
         return Err(ToolError::new(
             Code::Unsupported,
-            format!("these metrics need {} passes ({groups}), and one pass is all a running process gives without replay; nothing was enabled. Fix: count one pass per session, or add --replay-mode kernel --kernel-replay-beta-enabled (CUPTI replays each counted kernel once per pass, saving and restoring its memory: 20-33 ms per kernel on the H200)", host.passes, groups = groups.join("; ")),
+            format!("these metrics need {} passes ({groups}), and one pass is all a running process gives without replay; nothing was enabled. Fix: count one pass per session; or add --replay-mode iteration (each pass counts later launches of the kernels: every kernel that launches in every pass gets every group, each value from one launch); or --replay-mode kernel --kernel-replay-beta-enabled (CUPTI replays each counted kernel once per pass, saving and restoring its memory: 20-33 ms per kernel on the H200)", host.passes, groups = groups.join("; ")),
         ));
     }
+    if host.passes > 1 && plan.iteration_replay {
+        let mixed = composite(c, prof, chip, avail, &names);
+        if !mixed.is_empty() {
+            host.deinit(prof);
+            return Err(ToolError::new(
+                Code::Unsupported,
+                format!("{} need(s) several passes by itself, so with --replay-mode iteration each of its values would mix different launches; nothing was enabled. Fix: count it with --replay-mode kernel --kernel-replay-beta-enabled, or leave it out", mixed.join(", ")),
+            ));
+        }
+    }
     Ok(host)
+}
+
+/// The metrics of `names` that need several passes by themselves.
+fn composite(
+    c: &Cupti,
+    prof: &Profiler,
+    chip: &CStr,
+    avail: Option<&[u8]>,
+    names: &[CString],
+) -> Vec<String> {
+    names
+        .iter()
+        .filter(|n| {
+            config_for(c, prof, chip, avail, std::slice::from_ref(*n)).is_ok_and(|h| {
+                h.deinit(prof);
+                h.passes > 1
+            })
+        })
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// The metrics in single-pass groups, greedily in the order given: "pass 1: a, b".
@@ -377,6 +407,7 @@ pub(super) fn create(
         max_ranges: plan.max_ranges,
         anchor,
         window: None,
+        multiplex: None,
     };
     for (ordinal, ctx) in contexts {
         match enable(c, &counters, ordinal, ctx) {
@@ -386,6 +417,12 @@ pub(super) fn create(
                 return Err(e);
             }
         }
+    }
+    if plan.iteration_replay && counters.passes > 1 {
+        counters.multiplex = Some(super::multiplex::Multiplex::new(
+            counters.passes,
+            counters.objects.len(),
+        ));
     }
     let notes = vec![format!(
         "counters set up on device(s) {} in {} ms (released at detach)",
