@@ -476,11 +476,16 @@ impl CuptiBackend {
         unsafe { (s.cupti.flush_all)(0) };
         let rows = activity::take_rows();
         let Some(sink) = s.sink.as_mut() else {
-            return; // a write failed: detach reports it; the rows are dropped
+            // A write failed: detach reports it; the rows and samples are dropped.
+            if let Some(sp) = s.spm.as_mut() {
+                sp.samples.clear();
+            }
+            return;
         };
-        let before = sink.counts().clone();
-        let mut r = sink.add(rows, &api_namer(s.cupti));
-        s.uncommitted |= *sink.counts() != before;
+        let before = (sink.counts().clone(), sink.spm_samples());
+        let mut r = write_spm(s.spm.as_mut(), &s.plan, sink)
+            .and_then(|()| sink.add(rows, &api_namer(s.cupti)));
+        s.uncommitted |= (sink.counts().clone(), sink.spm_samples()) != before;
         // What was written is committed: a process killed from here on keeps it, and a reader
         // (`rocprof-attach top`) sees it. A reader holding the file defers it to the next tick.
         if r.is_ok() && s.uncommitted {
@@ -549,6 +554,7 @@ impl CuptiBackend {
             sink.write_spm(&sp.counters, samples, *offset)
                 .map_err(|e| write_failed(&s.plan.db, &e.to_string()))?;
         }
+        let spm_samples = samples.as_ref().map(|_| sink.spm_samples());
         let counts = sink
             .add(rows, &name)
             .and_then(|()| sink.finish(boottime_ns(), &extdata, &name))
@@ -559,10 +565,24 @@ impl CuptiBackend {
             "allocations": counts.allocations, "dropped": counts.dropped, "late": counts.late,
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
             "counters": s.counter_report,
-            "spm_samples": samples.as_ref().map(|(v, _)| v.len()),
+            "spm_samples": spm_samples,
             "teardown": teardown,
         }))
     }
+}
+
+/// Writes the `--spm` samples decoded since the last call (the tick's decode), on the database's
+/// clock; the next commit makes them readable (`rocprof-attach top --spm`).
+fn write_spm(
+    sampler: Option<&mut crate::spm::Sampler>,
+    plan: &Plan,
+    sink: &mut Sink,
+) -> rocprof_rocpd::Result<()> {
+    let (Some(sampler), Some(sp)) = (sampler, &plan.spm) else {
+        return Ok(());
+    };
+    let (samples, offset) = sampler.take(sink.offset());
+    sink.write_spm(&sp.counters, &samples, offset)
 }
 
 /// `extdata` with `"ended_by"` set (`detach`, `exit`, `signal SIGTERM`, ...).
@@ -592,8 +612,8 @@ pub fn finish_at_exit(how: &str) {
     let Some(mut sink) = s.sink.take() else {
         return;
     };
-    let held = sink
-        .add(activity::take_rows(), &name)
+    let held = write_spm(s.spm.as_mut(), &s.plan, &mut sink)
+        .and_then(|()| sink.add(activity::take_rows(), &name))
         .and_then(|()| sink.commit(boottime_ns(), &extdata).map(drop));
     if held.is_err() {
         return;

@@ -1,7 +1,7 @@
 //! GPU-wide counter time series (`--spm`) through CUPTI's PM sampling (docs/cuda.md, "Sampled
 //! counters"): on the tool's own thread, `SetConfig` and `Start` at attach, the completed samples
-//! decoded and evaluated at every tick, `Stop` and `Disable` at detach. The first sample of a
-//! `Start` is stale (it began before `Start`) and is dropped.
+//! decoded and evaluated at every tick (and written then: [`Sampler::take`]), `Stop` and `Disable`
+//! at detach. The first sample of a `Start` is stale (it began before `Start`) and is dropped.
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void, CString};
@@ -115,7 +115,7 @@ pub struct Sampler {
     /// (which ends at `Start`, on the samples' clock): the samples' own clock offset.
     started_boot: i64,
     stale_end: Option<u64>,
-    /// The samples decoded so far.
+    /// The samples decoded and not taken yet.
     pub samples: Vec<Sample>,
 }
 
@@ -329,17 +329,27 @@ impl Sampler {
         }
     }
 
-    /// Stops sampling, decodes the last samples and disables: the samples, and the offset that
-    /// puts them on `CLOCK_BOOTTIME` given `cupti_offset`, the session's offset of CUPTI's
-    /// timestamp clock ([`Sampler::boot_offset`]).
+    /// The samples decoded since the last call, and the offset that puts them on
+    /// `CLOCK_BOOTTIME` given `cupti_offset` ([`Sampler::boot_offset`]): fixed once the stale
+    /// first sample is decoded, which comes before any sample, so every sample of a session
+    /// gets the same offset whenever it is taken.
+    pub fn take(&mut self, cupti_offset: i64) -> (Vec<Sample>, i64) {
+        (
+            std::mem::take(&mut self.samples),
+            self.boot_offset(cupti_offset),
+        )
+    }
+
+    /// Stops sampling, decodes the last samples and disables: the samples not taken yet, and
+    /// the offset that puts them on `CLOCK_BOOTTIME` given `cupti_offset`, the session's offset
+    /// of CUPTI's timestamp clock ([`Sampler::take`]).
     pub fn stop(mut self, c: &Cupti, cupti_offset: i64) -> (Vec<Sample>, i64) {
         let obj = self.object;
         // SAFETY: our started object.
         let _ = unsafe { profiler::call(self.prof.pm_stop, |p| p.p_pm_sampling_object = obj) };
         self.poll(c);
         self.release();
-        let offset = self.boot_offset(cupti_offset);
-        (std::mem::take(&mut self.samples), offset)
+        self.take(cupti_offset)
     }
 
     /// The offset from the samples' clock to `CLOCK_BOOTTIME`: CUPTI's timestamp offset when it
