@@ -301,7 +301,7 @@ mod tests {
         g.add(row(30, "sm__cycles_active.avg", 0.0));
         let mut m = sm;
         m.merge(&g.finish()[&1]["SM active %"]);
-        assert!((m.mean().unwrap() - 2970.0 / 7920.0 * 100.0).abs() < 1e-9);
+        assert!((m.mean().unwrap() - 2970.0 / 9900.0 * 100.0).abs() < 1e-9);
         assert_eq!((m.min, m.max, m.last, m.samples), (0.0, 100.0, 0.0, 4));
         assert!(!a[&1].contains_key("GR active %"), "gr was not sampled");
     }
