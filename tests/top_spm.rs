@@ -18,10 +18,7 @@ const MOST: f64 = 22.0;
 
 /// The spm series of a JSON process object, by name.
 fn series<'a>(p: &'a serde_json::Value, key: &str, name: &str) -> Option<&'a serde_json::Value> {
-    p[key]
-        .as_array()?
-        .iter()
-        .find(|s| s["series"] == name)
+    p[key].as_array()?.iter().find(|s| s["series"] == name)
 }
 
 fn f(v: &serde_json::Value, k: &str) -> f64 {
@@ -40,7 +37,8 @@ fn json_intervals_show_sm_activity_while_attached_and_the_totals_at_the_end() {
         assert_eq!(o["type"], "interval", "{o}");
         let p = &o["processes"][0];
         assert!(p["spm"].is_array(), "spm asked for: {p}");
-        if let Some(sm) = series(p, "spm", "SM active %").filter(|s| s["samples"].as_u64() > Some(0))
+        if let Some(sm) =
+            series(p, "spm", "SM active %").filter(|s| s["samples"].as_u64() > Some(0))
         {
             if f(sm, "mean") > 0.0 {
                 break (o.clone(), sm.clone());
@@ -50,7 +48,10 @@ fn json_intervals_show_sm_activity_while_attached_and_the_totals_at_the_end() {
     let p = &obj["processes"][0];
     let elapsed = series(p, "spm", "gpc__cycles_elapsed.max").expect("elapsed sampled");
     let active = series(p, "spm", "sm__cycles_active.avg").expect("active sampled");
-    assert!(series(p, "spm", "GR active %").is_some(), "the default set: {p}");
+    assert!(
+        series(p, "spm", "GR active %").is_some(),
+        "the default set: {p}"
+    );
     // 1 ms samples: exactly 1.98 M elapsed cycles each.
     for k in ["mean", "min", "max", "last"] {
         assert_eq!(f(elapsed, k), 1_980_000.0, "{k}: {elapsed}");
@@ -60,7 +61,10 @@ fn json_intervals_show_sm_activity_while_attached_and_the_totals_at_the_end() {
     let ratio = f(active, "mean") / f(elapsed, "mean") * 100.0;
     assert!((f(&sm, "mean") - ratio).abs() < 1e-6, "{sm} vs {ratio}");
     assert!(f(&sm, "min") >= 0.0 && f(&sm, "max") <= MOST, "{sm}");
-    assert!(f(&sm, "mean") <= MOST && f(&sm, "mean") >= f(&sm, "min"), "{sm}");
+    assert!(
+        f(&sm, "mean") <= MOST && f(&sm, "mean") >= f(&sm, "min"),
+        "{sm}"
+    );
     top.signal(nix::sys::signal::Signal::SIGTERM);
     let (rest, code, stderr) = top.finish();
     assert_eq!(code, 0, "{stderr}");
@@ -107,7 +111,11 @@ fn batch_tables_show_the_counters_and_the_totals_equal_summary() {
         if let Some((n, _)) = sm.filter(|r| r.0[0] > 0.0) {
             assert!(n[1] >= 0.0 && n[3] <= MOST, "{rows:?}");
             let names: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
-            assert_eq!(names.len(), 3, "SM activity and the two counters: {names:?}");
+            assert_eq!(
+                names.len(),
+                3,
+                "SM activity and the two counters: {names:?}"
+            );
             let el = rows
                 .iter()
                 .find(|r| r.1.starts_with("gpc__cycles_elapsed.max"))
@@ -151,7 +159,10 @@ fn batch_tables_show_the_counters_and_the_totals_equal_summary() {
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{name}</td></tr>",
                 cells[0], cells[1], cells[2], cells[3], cells[4]
             );
-            assert!(html.contains(&expect), "{expect} in summary's table:\n{html}");
+            assert!(
+                html.contains(&expect),
+                "{expect} in summary's table:\n{html}"
+            );
         }
     }
     assert!(common::pid_alive(t.pid));
@@ -194,7 +205,11 @@ fn the_screen_shows_the_counters_panel() {
         "40",
         &command,
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = tmux.wait_screen("the counters panel with SM activity", |s| {
         s.contains("sampled counters (last interval)")
             && s.contains("SM active % (AGENT")
