@@ -61,6 +61,8 @@ struct Session {
     counter_report: Option<crate::pmc::Report>,
     /// The `--spm` sampler, running from attach to detach.
     spm: Option<crate::spm::Sampler>,
+    /// What the sampler cost the ticks.
+    spm_cost: crate::spm::TickCost,
 }
 
 /// API names as users know them, from CUPTI's callback names.
@@ -405,6 +407,7 @@ impl CuptiBackend {
             sink_error: None,
             counter_report: None,
             spm,
+            spm_cost: Default::default(),
         });
         Ok(reply)
     }
@@ -466,9 +469,11 @@ impl CuptiBackend {
             return;
         };
         self.finish_counting(s, false);
+        let t_spm = Instant::now();
         if let Some(sp) = s.spm.as_mut() {
             sp.poll(s.cupti);
         }
+        let decode = t_spm.elapsed();
         // A default flush: CUPTI hands over every buffer whose records are all complete, full
         // or not (what its documentation suggests doing at a regular interval from a thread of
         // one's own), so rows arrive within a tick of their end rather than when a buffer fills.
@@ -483,8 +488,12 @@ impl CuptiBackend {
             return;
         };
         let before = (sink.counts().clone(), sink.spm_samples());
-        let mut r = write_spm(s.spm.as_mut(), &s.plan, sink)
-            .and_then(|()| sink.add(rows, &api_namer(s.cupti)));
+        let t_write = Instant::now();
+        let mut r = write_spm(s.spm.as_mut(), &s.plan, sink);
+        if s.spm.is_some() {
+            s.spm_cost.add(decode, t_write.elapsed());
+        }
+        r = r.and_then(|()| sink.add(rows, &api_namer(s.cupti)));
         s.uncommitted |= (sink.counts().clone(), sink.spm_samples()) != before;
         // What was written is committed: a process killed from here on keeps it, and a reader
         // (`rocprof-attach top`) sees it. A reader holding the file defers it to the next tick.
@@ -566,6 +575,7 @@ impl CuptiBackend {
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
             "counters": s.counter_report,
             "spm_samples": spm_samples,
+            "spm_tick_us": samples.as_ref().map(|_| s.spm_cost.json()),
             "teardown": teardown,
         }))
     }

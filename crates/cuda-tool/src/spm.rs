@@ -95,6 +95,40 @@ pub struct Sample {
     pub values: Vec<f64>,
 }
 
+/// What `--spm` costs the tool's thread at its ticks (the detach reply's `spm_tick_us`): the
+/// decode (CUPTI's `DecodeData` and the evaluation of each sample) and the write of the samples,
+/// in microseconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TickCost {
+    ticks: u64,
+    decode_total: u64,
+    decode_max: u64,
+    write_total: u64,
+    write_max: u64,
+}
+
+impl TickCost {
+    /// Adds one tick's decode and write times.
+    pub fn add(&mut self, decode: std::time::Duration, write: std::time::Duration) {
+        let (d, w) = (decode.as_micros() as u64, write.as_micros() as u64);
+        self.ticks += 1;
+        self.decode_total += d;
+        self.decode_max = self.decode_max.max(d);
+        self.write_total += w;
+        self.write_max = self.write_max.max(w);
+    }
+
+    /// `{"ticks", "decode_mean", "decode_max", "write_mean", "write_max"}` (µs).
+    pub fn json(&self) -> serde_json::Value {
+        let mean = |t: u64| t.checked_div(self.ticks).unwrap_or(0);
+        serde_json::json!({
+            "ticks": self.ticks,
+            "decode_mean": mean(self.decode_total), "decode_max": self.decode_max,
+            "write_mean": mean(self.write_total), "write_max": self.write_max,
+        })
+    }
+}
+
 /// A running PM sampler on one device.
 pub struct Sampler {
     prof: Profiler,
