@@ -211,8 +211,8 @@ fn the_screen_shows_the_counters_panel() {
         String::from_utf8_lossy(&out.stderr)
     );
     let s = tmux.wait_screen("the counters panel with SM activity", |s| {
-        s.contains("sampled counters (last interval)")
-            && s.contains("SM active % (AGENT")
+        s.contains("sampled counters of AGENT [1] (GPU) (last interval)")
+            && s.contains("SM active %")
             && s.contains("gpc__cycles_elapsed.max")
             && s.contains("1980000")
     });

@@ -297,7 +297,12 @@ fn copy_table(f: &mut Frame, area: Rect, rows: &[super::model::CopyRow], _v: &Vi
 
 /// The sampled counters (`--spm`): the last interval's mean (with a bar for percentages), min,
 /// max and last value per series.
+/// One process with one agent: the agent goes to the title instead of every row.
 fn spm_table(f: &mut Frame, area: Rect, lines: &[super::spm::Line], v: &ViewState) {
+    let one = lines
+        .first()
+        .filter(|a| lines.iter().all(|l| l.who == a.who))
+        .map(|a| a.who.clone());
     let body: Vec<Row> = if lines.is_empty() {
         vec![Row::new([Cell::from("no sampled counters read yet")])]
     } else {
@@ -316,7 +321,11 @@ fn spm_table(f: &mut Frame, area: Rect, lines: &[super::spm::Line], v: &ViewStat
                     num(c[2].clone()),
                     num(c[3].clone()),
                     num(c[4].clone()),
-                    Cell::from(c[5].clone()),
+                    Cell::from(if one.is_some() {
+                        l.series.clone()
+                    } else {
+                        c[5].clone()
+                    }),
                 ])
             })
             .collect()
@@ -342,7 +351,10 @@ fn spm_table(f: &mut Frame, area: Rect, lines: &[super::spm::Line], v: &ViewStat
         .block(
             Block::default()
                 .borders(Borders::TOP)
-                .title(" sampled counters (last interval) "),
+                .title(match &one {
+                    Some(who) => format!(" sampled counters of {who} (last interval) "),
+                    None => " sampled counters (last interval) ".to_string(),
+                }),
         );
     f.render_widget(t, area);
 }
