@@ -3,18 +3,20 @@
 //! the samples read. The fake CUPTI's PM sampling gives `gpc__cycles_elapsed.max` = the
 //! sample's length in ns x 1.98 (1 ms samples: exactly 1,980,000) and `sm__cycles_active.avg`
 //! = the ns kernels ran in it x 1.98 (tests/fixtures/cuda/fake_cupti_profiler.c), so SM activity
-//! is the stand-in's kernel duty cycle: at most 4 kernels of at most 9 µs per step of at least
-//! 200 µs, under 22 % in any millisecond, above 0 once a kernel ran. Every wait ends on what it
+//! is the stand-in's kernel duty cycle: at most 4 kernels of at most 9 µs (run one after the
+//! other) per step of at least 400 µs, at most 3 steps' kernels in a millisecond: under 12 % in
+//! any sample, above 0 once a kernel ran. (The fake records the first 65,536 kernels of a
+//! sampling run, 6.5 s at this rate, and samples none after: every check here comes sooner.) Every wait ends on what it
 //! waits for (a line of output, a screen's text).
 
 use crate::common;
 use crate::top::{databases, row, table, tool, Target, Tmux, Top};
 
-/// The stand-in's arguments: 4 kernels every 200 µs (or more, on a loaded machine).
-const BUSY: [&str; 4] = ["--kernels-per-step", "4", "--step-us", "200"];
+/// The stand-in's arguments: 4 kernels every 400 µs (or more, on a loaded machine).
+const BUSY: [&str; 4] = ["--kernels-per-step", "4", "--step-us", "400"];
 
 /// Most SM activity any sample or interval may show (see the module's comment), in %.
-const MOST: f64 = 22.0;
+const MOST: f64 = 12.0;
 
 /// The spm series of a JSON process object, by name.
 fn series<'a>(p: &'a serde_json::Value, key: &str, name: &str) -> Option<&'a serde_json::Value> {
