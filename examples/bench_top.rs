@@ -162,12 +162,9 @@ fn main() {
         &[("ROCPROF_ATTACH_CUDA_TOOL", tool.display().to_string())],
     );
     println!(
-        "| CUDA | stand-in, {kernels} kernels + 2 copies / {step_us} µs{} | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.3} ms | none (one session) |",
-        format!(
-            "{}{}",
-            if api { ", API calls traced" } else { "" },
-            if spm { ", --spm" } else { "" }
-        ),
+        "| CUDA | stand-in, {kernels} kernels + 2 copies / {step_us} µs{}{} | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.3} ms | none (one session) |",
+        if api { ", API calls traced" } else { "" },
+        if spm { ", --spm" } else { "" },
         r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct, r.ms_per_1k
     );
     let _ = cuda.kill();

@@ -348,14 +348,10 @@ fn spm_table(f: &mut Frame, area: Rect, lines: &[super::spm::Line], v: &ViewStat
             )
             .style(Style::default().add_modifier(Modifier::BOLD)),
         )
-        .block(
-            Block::default()
-                .borders(Borders::TOP)
-                .title(match &one {
-                    Some(who) => format!(" sampled counters of {who} (last interval) "),
-                    None => " sampled counters (last interval) ".to_string(),
-                }),
-        );
+        .block(Block::default().borders(Borders::TOP).title(match &one {
+            Some(who) => format!(" sampled counters of {who} (last interval) "),
+            None => " sampled counters (last interval) ".to_string(),
+        }));
     f.render_widget(t, area);
 }
 
