@@ -221,3 +221,48 @@ fn the_screen_shows_the_counters_panel() {
     assert!(s.contains("MEAN") && s.contains("COUNTER"), "{s}");
     tmux.cmd(&["send-keys", "-t", "top", "q"]);
 }
+
+/// A ROCm process is watched as without `--spm` (a session per refresh, no counters) and `top`
+/// says so: in the header's sampling and in a note naming it.
+#[test]
+fn rocm_targets_say_spm_is_not_shown() {
+    let scratch = tempfile::tempdir().unwrap();
+    let db = crate::rocpd_common::full_db(&scratch.path().join("source.db"), 4242, 7);
+    let t = common::Target::spawn(common::TargetOpts {
+        env: vec![("STANDIN_TOOL_COPY_DB".into(), db.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let pid = t.pid.to_string();
+    let tool = common::tool_lib();
+    let top = Top::spawn(&[
+        "-p",
+        &pid,
+        "-t",
+        tool.to_str().unwrap(),
+        "--batch",
+        "--spm",
+        "--interval",
+        "200ms",
+        "-n",
+        "2",
+    ]);
+    let (lines, code, stderr) = top.finish();
+    assert_eq!(code, 0, "{stderr}");
+    let headers: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("rocprof-attach top - interval"))
+        .collect();
+    assert_eq!(headers.len(), 2, "{lines:#?}");
+    for h in headers {
+        assert!(h.contains("no --spm counters"), "{h}");
+    }
+    let note = format!("note: --spm is not shown for ROCm processes ({pid})");
+    assert!(
+        lines.iter().any(|l| l.starts_with(&note)),
+        "{note}: {lines:#?}"
+    );
+    // Its kernels are shown as without --spm, and no counters' table (no CUDA process).
+    assert!(lines.iter().any(|l| l.trim_start().starts_with("LAUNCHES")));
+    assert!(!lines.iter().any(|l| l.trim_start().starts_with("SAMPLES")));
+    assert!(t.alive());
+}

@@ -320,7 +320,7 @@ fn watch_all(cfg: &TopConfig, dir: &Path, ui: &Ui) -> ExitCode {
         }
     };
     let mut model = Model::new(&w.pids(), w.sampling(cfg.interval));
-    model.spm = cfg.spm.is_some();
+    model.spm = w.spm_shown();
     if let Some(m) = w.spm_not_shown() {
         if let Ok(mut v) = messages.lock() {
             v.push(m);

@@ -173,6 +173,11 @@ impl Watch {
         parts.join("; ")
     }
 
+    /// Whether the views show sampled counters: `--spm` asked for and CUDA processes watched.
+    pub fn spm_shown(&self) -> bool {
+        self.spm && !self.live.is_empty()
+    }
+
     /// What to tell when `--spm` was asked for and ROCm processes are watched (they are not
     /// sampled): None otherwise.
     pub fn spm_not_shown(&self) -> Option<String> {
