@@ -489,7 +489,7 @@ impl CuptiBackend {
         };
         let before = (sink.counts().clone(), sink.spm_samples());
         let t_write = Instant::now();
-        let mut r = write_spm(s.spm.as_mut(), &s.plan, sink);
+        let mut r = crate::spm::write_taken(s.spm.as_mut(), s.plan.spm.as_ref(), sink);
         if s.spm.is_some() {
             s.spm_cost.add(decode, t_write.elapsed());
         }
@@ -581,20 +581,6 @@ impl CuptiBackend {
     }
 }
 
-/// Writes the `--spm` samples decoded since the last call (the tick's decode), on the database's
-/// clock; the next commit makes them readable (`rocprof-attach top --spm`).
-fn write_spm(
-    sampler: Option<&mut crate::spm::Sampler>,
-    plan: &Plan,
-    sink: &mut Sink,
-) -> rocprof_rocpd::Result<()> {
-    let (Some(sampler), Some(sp)) = (sampler, &plan.spm) else {
-        return Ok(());
-    };
-    let (samples, offset) = sampler.take(sink.offset());
-    sink.write_spm(&sp.counters, &samples, offset)
-}
-
 /// `extdata` with `"ended_by"` set (`detach`, `exit`, `signal SIGTERM`, ...).
 fn ended_by(extdata: &serde_json::Value, how: &str) -> serde_json::Value {
     let mut json = extdata.clone();
@@ -622,7 +608,7 @@ pub fn finish_at_exit(how: &str) {
     let Some(mut sink) = s.sink.take() else {
         return;
     };
-    let held = write_spm(s.spm.as_mut(), &s.plan, &mut sink)
+    let held = crate::spm::write_taken(s.spm.as_mut(), s.plan.spm.as_ref(), &mut sink)
         .and_then(|()| sink.add(activity::take_rows(), &name))
         .and_then(|()| sink.commit(boottime_ns(), &extdata).map(drop));
     if held.is_err() {

@@ -414,6 +414,20 @@ impl Sampler {
     }
 }
 
+/// Writes the samples `sampler` decoded since the last call (the tick's decode) to `sink`, on
+/// the database's clock; the next commit makes them readable (`rocprof-attach top --spm`).
+pub fn write_taken(
+    sampler: Option<&mut Sampler>,
+    plan: Option<&SpmPlan>,
+    sink: &mut crate::sink::Sink,
+) -> rocprof_rocpd::Result<()> {
+    let (Some(sampler), Some(sp)) = (sampler, plan) else {
+        return Ok(());
+    };
+    let (samples, offset) = sampler.take(sink.offset());
+    sink.write_spm(&sp.counters, &samples, offset)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
