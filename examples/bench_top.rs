@@ -7,7 +7,8 @@
 //!
 //! * CUDA: the CUDA stand-in launching `BENCH_KERNELS` kernels (default 4), a copy and a memset
 //!   every `BENCH_STEP_US` µs (default 2000: about 2,000 kernels a second), watched by
-//!   `top --batch` (with `--api` when `BENCH_API=1`: the runtime API calls too): the kernels
+//!   `top --batch` (with `--api` when `BENCH_API=1`: the runtime API calls too; with `--spm` when
+//!   `BENCH_SPM=1`: SM activity sampled every 1 ms, 3 counters, read each interval): the kernels
 //!   read per second, `top`'s own CPU (its final line: this process, every thread) and with its
 //!   agents (rusage of the waited-for child). The H200's rate (about 20,000 kernels a second
 //!   and their API calls): `BENCH_KERNELS=40 BENCH_STEP_US=1500 BENCH_API=1`; `BENCH_ONLY=cuda`
@@ -132,6 +133,7 @@ fn main() {
     let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
     let (kernels, step_us) = (env("BENCH_KERNELS", "4"), env("BENCH_STEP_US", "2000"));
     let api = env("BENCH_API", "0") == "1";
+    let spm = env("BENCH_SPM", "0") == "1";
     let mut cuda = Command::new(&s.target)
         .arg("--with-cupti")
         .arg(&s.libcupti)
@@ -150,14 +152,19 @@ fn main() {
     // Its "step" lines go on while `top` runs: keep its pipe drained.
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let tool = kit::release_bin().with_file_name("librocprof_cuda_tool.so");
+    let extra: Vec<&str> = [api.then_some("--api"), spm.then_some("--spm")]
+        .into_iter()
+        .flatten()
+        .collect();
     let r = top(
         cuda.id() as i32,
-        if api { &["--api"] } else { &[] },
+        &extra,
         &[("ROCPROF_ATTACH_CUDA_TOOL", tool.display().to_string())],
     );
     println!(
-        "| CUDA | stand-in, {kernels} kernels + 2 copies / {step_us} µs{} | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.3} ms | none (one session) |",
+        "| CUDA | stand-in, {kernels} kernels + 2 copies / {step_us} µs{}{} | {:.1} s | {:.0} | {:.2} % | {:.2} % | {:.3} ms | none (one session) |",
         if api { ", API calls traced" } else { "" },
+        if spm { ", --spm" } else { "" },
         r.wall_s, r.rows_per_s, r.own_cpu_pct, r.with_agents_pct, r.ms_per_1k
     );
     let _ = cuda.kill();

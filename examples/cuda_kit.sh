@@ -4,10 +4,10 @@
 #   examples/cuda_kit.sh prepare KIT     # here: release rocprof-attach, the CUDA tool library,
 #                                        # the training loop and the proof driver
 #   bash KIT/cuda_kit.sh run KIT [PHASE...]   # there: phases same torch transformer overhead
-#                                        # cycles million ddp top topddp soak pmc pmctorch spm
+#                                        # cycles million ddp top topddp soak pmc pmctorch spm topspm
 #                                        # (default: all but transformer, ddp, top, topddp, soak,
-#                                        # pmc, pmctorch, spm; ddp and topddp need 2 GPUs; soak runs
-#                                        # SOAK_MINUTES=10; pmc, pmctorch and spm need counters:
+#                                        # pmc, pmctorch, spm, topspm; ddp and topddp need 2 GPUs; soak runs
+#                                        # SOAK_MINUTES=10; pmc, pmctorch, spm, topspm need counters:
 #                                        # they check ncu first)
 #   python3 KIT/exit_check.py            # there: a loop ending by each route mid-window
 #

@@ -186,3 +186,42 @@ fn samples_on_another_clock_are_placed_by_their_start() {
     assert_eq!(rows[0][1], "1", "samples end inside the session: {rows:?}");
     assert!(rows[0][2].parse::<i64>().unwrap() >= 3 * 50, "{rows:?}");
 }
+
+/// The tool writes the samples at every tick (200 ms) as they are decoded and the rest at
+/// detach: over a window of several ticks, every 1 ms sample is in the database exactly once
+/// and none is missing (the samples' span is their count times the interval).
+#[test]
+fn samples_written_at_each_tick_and_at_detach_are_each_in_the_database_once() {
+    let t = Target::spawn(&[], &[]);
+    let (code, _, stderr) = session(
+        &t,
+        &[
+            "--spm",
+            "sm__cycles_active.avg",
+            "gpc__cycles_elapsed.max",
+            "--spm-beta-enabled",
+            "-o",
+            "once",
+            "--attach-duration-msec",
+            "1000",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let db = t.out().join("once_results.db");
+    let twice = count(
+        &db,
+        "SELECT COUNT(*) FROM (SELECT start, metric FROM rocpd_spm_sample GROUP BY start, metric HAVING COUNT(*) > 1)",
+    );
+    assert_eq!(twice, 0, "no sample written twice");
+    let samples = count(&db, "SELECT COUNT(DISTINCT start) FROM rocpd_spm_sample");
+    assert!(samples >= 300, "{samples} samples over 1 s\n{stderr}");
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM rocpd_spm_sample"),
+        2 * samples
+    );
+    let span = count(
+        &db,
+        "SELECT MAX(\"end\") - MIN(start) FROM rocpd_spm_sample",
+    );
+    assert_eq!(span, samples * 1_000_000, "no gap, no overlap");
+}

@@ -44,6 +44,7 @@ mod soak;
 mod standalone;
 mod storm;
 mod top;
+mod top_spm;
 mod trust;
 
 // rocpd through the command: flags, exit codes, one-line errors, files it prints

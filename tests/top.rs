@@ -17,19 +17,19 @@ use std::time::{Duration, Instant};
 /// How long any one wait may take (a loaded 2-core machine included).
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn tool() -> PathBuf {
+pub(crate) fn tool() -> PathBuf {
     common::built_library("rocprof-cuda-tool", "librocprof_cuda_tool.so")
 }
 
 /// A running CUDA stand-in.
-struct Target {
+pub(crate) struct Target {
     child: Child,
-    pid: i32,
+    pub(crate) pid: i32,
     _dir: tempfile::TempDir,
 }
 
 impl Target {
-    fn spawn(args: &[&str]) -> Target {
+    pub(crate) fn spawn(args: &[&str]) -> Target {
         Target::spawn_with(args, &[])
     }
 
@@ -75,14 +75,14 @@ impl Drop for Target {
 }
 
 /// `rocprof-attach top` with its stdout read line by line.
-struct Top {
+pub(crate) struct Top {
     child: Child,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
 }
 
 impl Top {
-    fn spawn(args: &[&str]) -> Top {
+    pub(crate) fn spawn(args: &[&str]) -> Top {
         let mut child = Command::new(common::bin())
             .arg("top")
             .args(args)
@@ -109,7 +109,7 @@ impl Top {
     }
 
     /// The next stdout line (bounded); None at the end of the output.
-    fn line(&mut self) -> Option<String> {
+    pub(crate) fn line(&mut self) -> Option<String> {
         match self.lines.recv_timeout(LIMIT) {
             Ok(l) => {
                 self.seen.push(l.clone());
@@ -121,7 +121,7 @@ impl Top {
     }
 
     /// Reads lines until one satisfies `f`.
-    fn until(&mut self, what: &str, f: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn until(&mut self, what: &str, f: impl Fn(&str) -> bool) -> String {
         loop {
             match self.line() {
                 Some(l) if f(&l) => return l,
@@ -131,12 +131,12 @@ impl Top {
         }
     }
 
-    fn signal(&self, sig: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&self, sig: nix::sys::signal::Signal) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig).unwrap();
     }
 
     /// The rest of stdout, the exit code and stderr.
-    fn finish(mut self) -> (Vec<String>, i32, String) {
+    pub(crate) fn finish(mut self) -> (Vec<String>, i32, String) {
         let mut rest = Vec::new();
         while let Some(l) = self.line() {
             rest.push(l);
@@ -152,7 +152,7 @@ impl Top {
 
 /// A row of a batch table: its leading numbers and the name after them (None for a line that
 /// does not start with a number: a header, a note, the end of the table).
-fn row(l: &str) -> Option<(Vec<f64>, String)> {
+pub(crate) fn row(l: &str) -> Option<(Vec<f64>, String)> {
     let mut nums = Vec::new();
     let mut rest = l.trim_start();
     while let Some(w) = rest.split_whitespace().next() {
@@ -164,7 +164,7 @@ fn row(l: &str) -> Option<(Vec<f64>, String)> {
 }
 
 /// The rows under the next header that starts with `header` (after its spaces).
-fn table(lines: &[String], header: &str) -> Option<Vec<(Vec<f64>, String)>> {
+pub(crate) fn table(lines: &[String], header: &str) -> Option<Vec<(Vec<f64>, String)>> {
     let at = lines
         .iter()
         .position(|l| l.trim_start().starts_with(header))?;
@@ -204,7 +204,7 @@ fn summary_kernels(dbs: &[PathBuf]) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
-fn databases(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn databases(dir: &Path) -> Vec<PathBuf> {
     let mut v = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -378,18 +378,18 @@ fn a_target_that_exits_is_reported_and_the_others_go_on() {
 }
 
 /// A tmux server of this test's own, killed when dropped.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn new(name: &str) -> Tmux {
+    pub(crate) fn new(name: &str) -> Tmux {
         Tmux {
             socket: format!("rocprof-top-{name}-{}", std::process::id()),
         }
     }
 
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn cmd(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux")
             .arg("-L")
             .arg(&self.socket)
@@ -403,7 +403,7 @@ impl Tmux {
     }
 
     /// Polls the screen until `f` holds (bounded).
-    fn wait_screen(&self, what: &str, f: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_screen(&self, what: &str, f: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + LIMIT;
         loop {
             let s = self.screen();

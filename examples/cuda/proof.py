@@ -20,6 +20,7 @@ Phases (each a plain `python3 train.py`, started with no profiler opt-in):
   pmc, pmctorch : counters (--pmc), in proof_counters.py
   residue  : step time and RSS unattached, after one session and after 20 more
   spm      : sampled counters (--spm) on the transformer, in proof_spm.py
+  topspm   : `top --spm --batch` on the transformer (issue 28), in proof_spm.py
 """
 import random
 import signal
@@ -572,6 +573,11 @@ def main():
         import proof_counters
         import proof_spm
         proof_spm.phase_spm(K, say, start, steps_of, proof_counters.blocked)
+    if "topspm" in which:
+        sys.path.insert(0, K)
+        import proof_counters
+        import proof_spm
+        proof_spm.phase_top_spm(K, say, start, steps_of, proof_counters.blocked)
     open(os.path.join(OUT, "cuda_proof.md"), "w").write("\n".join(report) + "\n")
 
 

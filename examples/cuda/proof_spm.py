@@ -106,3 +106,81 @@ def phase_spm(K, say, start, steps_of, blocked):
     if ok:
         shutil.copy(trace, os.path.join(out, "spm_transformer.pftrace"))
     say(f"- Perfetto trace with kernel slices and the SPM counter tracks: **{ok}** (spm_transformer.pftrace)")
+
+
+def spm_table(lines, start):
+    """The `top --batch` spm rows after line `start`: series -> (samples, mean, min, max, last)."""
+    out, on = {}, False
+    for line in lines[start:]:
+        if line.strip().startswith("SAMPLES"):
+            on = True
+            continue
+        if on:
+            f = line.split(None, 5)
+            if len(f) < 6 or not f[0].isdigit():
+                break
+            out[f[5]] = tuple(f[:5])
+    return out
+
+
+def phase_top_spm(K, say, start, steps_of, blocked, watch_s=10, off_s=10):
+    """`top --spm` on the transformer (issue 28): SM activity per interval against the busy
+    percentage of the kernel rows, the final spm table against `summary -f html`'s (the same
+    code), top's own CPU, the step time watched against not, and what --spm cost the tool's
+    ticks (the detach reply's spm_tick_us, logged at debug level)."""
+    say(f"\n## `rocprof-attach top --spm --batch` on the transformer for {watch_s} s (docs/top.md)")
+    why = blocked(say, [sys.executable, os.path.join(K, "train.py"), "--model", "mlp", "--steps", "40",
+                        "--warmup", "2", "--log", "/dev/null"])
+    if why:
+        say(f"- **COUNTERS BLOCKED ON THIS MACHINE: {why}** (phase skipped)")
+        return
+    rpa = os.path.join(K, "rocprof-attach")
+    p = start("transformer", "/tmp/topspm.log", seconds=watch_s + off_s + 12)
+    time.sleep(2.0)
+    shutil.rmtree("/tmp/ptopspm", ignore_errors=True)
+    cmd = [rpa, "top", "-p", str(p.pid), "--spm", "--batch", "--interval", "1s", "-n", str(watch_s),
+           "-d", "/tmp/ptopspm"]
+    env = dict(os.environ, ROCPROF_ATTACH_LOG="debug")
+    t0 = time.clock_gettime_ns(BOOT)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    t1 = time.clock_gettime_ns(BOOT)
+    out = os.environ.get("OUT", "/tmp/out")
+    open(os.path.join(out, "top_spm_batch.txt"), "w").write(r.stdout)
+    open(os.path.join(out, "top_spm_stderr.txt"), "w").write(r.stderr)
+    lines = r.stdout.split("\n")
+    say(f"- `rocprof-attach {' '.join(cmd[1:])}`: exit {r.returncode} in {(t1 - t0) / 1e9:.1f} s")
+    cpu = [l for l in lines if "top's own CPU:" in l]
+    say(f"- {cpu[-1].replace('note: ', '') if cpu else 'no CPU line'} (interval 1 s, with --spm)")
+    ticks = [l.split("DEBUG ")[-1] for l in r.stderr.split("\n") if "--spm wrote" in l]
+    say(f"- the tool's ticks: {ticks[-1] if ticks else 'no spm_tick_us line in the debug log'}")
+    heads = [i for i, l in enumerate(lines) if l.startswith("rocprof-attach top - interval")]
+    say("- per interval: SM active % (mean, min, max) | the kernel rows' BUSY%:")
+    for i in heads:
+        t = spm_table(lines, i)
+        sm = next((v for k, v in t.items() if k.startswith("SM active %")), None)
+        busy = lines[i + 2].split()[2] if len(lines) > i + 2 else "?"
+        say(f"    {sm[1] if sm else '-'} ({sm[2] if sm else '-'}, {sm[3] if sm else '-'}; {sm[0] if sm else 0} samples) | {busy}")
+    fin = next((i for i, l in enumerate(lines) if l.startswith("rocprof-attach top - totals since")), None)
+    dbs = sorted(os.path.join(d, f) for d, _, fs in os.walk("/tmp/ptopspm") for f in fs if f.endswith("_results.db"))
+    if fin is not None and dbs:
+        shutil.rmtree("/tmp/ptopspm_sum", ignore_errors=True)
+        subprocess.run([rpa, "summary", "-i", dbs[0], "-f", "html", "-d", "/tmp/ptopspm_sum"],
+                       capture_output=True, text=True)
+        html = "".join(open(os.path.join("/tmp/ptopspm_sum", n)).read()
+                       for n in os.listdir("/tmp/ptopspm_sum") if n.endswith(".html"))
+        finals = spm_table(lines, fin)
+        same = [name for name, c in finals.items()
+                if "<tr>" + "".join(f"<td>{x}</td>" for x in c) + f"<td>{name}</td></tr>" in html]
+        twice = sqlite3.connect(dbs[0]).execute(
+            "SELECT COUNT(*) FROM (SELECT start, metric FROM rocpd_spm_sample GROUP BY start, metric "
+            "HAVING COUNT(*) > 1)").fetchone()[0]
+        say(f"- final spm table equal to `summary -f html`'s: **{len(same)} of {len(finals)}** series; "
+            f"samples written twice: **{twice}**")
+    time.sleep(off_s)
+    p.wait()
+    ins, outs = [], []
+    for _, a, b, _ in steps_of("/tmp/topspm.log"):
+        (ins if t0 + 500_000_000 <= a and b <= t1 else outs).append((b - a) / 1e6)
+    if ins and outs:
+        say(f"- step time while watched with --spm: p50 {pct(ins, .5):.3f} ms ({len(ins)} steps); not "
+            f"watched p50 {pct(outs, .5):.3f} ms ({len(outs)}): **{(pct(ins, .5) / pct(outs, .5) - 1) * 100:+.1f} %**")

@@ -61,6 +61,8 @@ struct Session {
     counter_report: Option<crate::pmc::Report>,
     /// The `--spm` sampler, running from attach to detach.
     spm: Option<crate::spm::Sampler>,
+    /// What the sampler cost the ticks.
+    spm_cost: crate::spm::TickCost,
 }
 
 /// API names as users know them, from CUPTI's callback names.
@@ -405,6 +407,7 @@ impl CuptiBackend {
             sink_error: None,
             counter_report: None,
             spm,
+            spm_cost: Default::default(),
         });
         Ok(reply)
     }
@@ -485,9 +488,11 @@ impl CuptiBackend {
             return;
         };
         self.finish_counting(s, false);
+        let t_spm = Instant::now();
         if let Some(sp) = s.spm.as_mut() {
             sp.poll(s.cupti);
         }
+        let decode = t_spm.elapsed();
         // A default flush: CUPTI hands over every buffer whose records are all complete, full
         // or not (what its documentation suggests doing at a regular interval from a thread of
         // one's own), so rows arrive within a tick of their end rather than when a buffer fills.
@@ -495,11 +500,20 @@ impl CuptiBackend {
         unsafe { (s.cupti.flush_all)(0) };
         let rows = activity::take_rows();
         let Some(sink) = s.sink.as_mut() else {
-            return; // a write failed: detach reports it; the rows are dropped
+            // A write failed: detach reports it; the rows and samples are dropped.
+            if let Some(sp) = s.spm.as_mut() {
+                sp.samples.clear();
+            }
+            return;
         };
-        let before = sink.counts().clone();
-        let mut r = sink.add(rows, &api_namer(s.cupti));
-        s.uncommitted |= *sink.counts() != before;
+        let before = (sink.counts().clone(), sink.spm_samples());
+        let t_write = Instant::now();
+        let mut r = crate::spm::write_taken(s.spm.as_mut(), s.plan.spm.as_ref(), sink);
+        if s.spm.is_some() {
+            s.spm_cost.add(decode, t_write.elapsed());
+        }
+        r = r.and_then(|()| sink.add(rows, &api_namer(s.cupti)));
+        s.uncommitted |= (sink.counts().clone(), sink.spm_samples()) != before;
         // What was written is committed: a process killed from here on keeps it, and a reader
         // (`rocprof-attach top`) sees it. A reader holding the file defers it to the next tick.
         if r.is_ok() && s.uncommitted {
@@ -568,6 +582,7 @@ impl CuptiBackend {
             sink.write_spm(&sp.counters, samples, *offset)
                 .map_err(|e| write_failed(&s.plan.db, &e.to_string()))?;
         }
+        let spm_samples = samples.as_ref().map(|_| sink.spm_samples());
         let counts = sink
             .add(rows, &name)
             .and_then(|()| sink.finish(boottime_ns(), &extdata, &name))
@@ -578,7 +593,8 @@ impl CuptiBackend {
             "allocations": counts.allocations, "dropped": counts.dropped, "late": counts.late,
             "flush_us": flush_us, "write_us": t1.elapsed().as_micros() as u64,
             "counters": s.counter_report,
-            "spm_samples": samples.as_ref().map(|(v, _)| v.len()),
+            "spm_samples": spm_samples,
+            "spm_tick_us": samples.as_ref().map(|_| s.spm_cost.json()),
             "teardown": teardown,
         }))
     }
@@ -611,8 +627,8 @@ pub fn finish_at_exit(how: &str) {
     let Some(mut sink) = s.sink.take() else {
         return;
     };
-    let held = sink
-        .add(activity::take_rows(), &name)
+    let held = crate::spm::write_taken(s.spm.as_mut(), s.plan.spm.as_ref(), &mut sink)
+        .and_then(|()| sink.add(activity::take_rows(), &name))
         .and_then(|()| sink.commit(boottime_ns(), &extdata).map(drop));
     if held.is_err() {
         return;

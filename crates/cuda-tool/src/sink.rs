@@ -114,6 +114,10 @@ pub struct Sink {
     /// [`Sink::wait_for`].
     hold_unstarted: bool,
     counted_only: bool,
+    /// `rocpd_spm_sample` exists (created at the first samples written).
+    spm_table: bool,
+    /// Samples written to it.
+    spm_samples: usize,
 }
 
 /// Splits off the rows of `v` that start before `limit`, in arrival order.
@@ -159,6 +163,8 @@ impl Sink {
             waiting: HashSet::new(),
             hold_unstarted: false,
             counted_only: false,
+            spm_table: false,
+            spm_samples: 0,
         })
     }
 
@@ -215,18 +221,26 @@ impl Sink {
         Ok(ids)
     }
 
-    /// Writes the `--spm` samples to `rocpd_spm_sample` (docs/output.md, "Sampled counters"):
-    /// one row per sample and counter, moved to the database's clock by `offset`
-    /// ([`crate::spm::Sampler::boot_offset`]), agent = the first GPU.
+    /// Writes `--spm` samples to `rocpd_spm_sample` (docs/output.md, "Sampled counters"): one
+    /// row per sample and counter, moved to the database's clock by `offset`
+    /// ([`crate::spm::Sampler::take`]), agent = the first GPU. Called at every tick with the
+    /// samples decoded since the last (the next commit makes them readable) and at detach with
+    /// the rest; each sample is handed over once.
     pub fn write_spm(
         &mut self,
         counters: &[Counter],
         samples: &[crate::spm::Sample],
         offset: i64,
     ) -> Result<()> {
+        if samples.is_empty() {
+            return Ok(());
+        }
         let conn = self.h.writer.connection();
-        conn.execute_batch(crate::spm::TABLE_SQL)?;
-        let mut st = conn.prepare(
+        if !self.spm_table {
+            conn.execute_batch(crate::spm::TABLE_SQL)?;
+            self.spm_table = true;
+        }
+        let mut st = conn.prepare_cached(
             "INSERT INTO rocpd_spm_sample (agent_id, start, end, counter, metric, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
         for s in samples {
@@ -241,7 +255,13 @@ impl Sink {
                 ])?;
             }
         }
+        self.spm_samples += samples.len();
         Ok(())
+    }
+
+    /// `--spm` samples written so far.
+    pub fn spm_samples(&self) -> usize {
+        self.spm_samples
     }
 
     /// The offset from CUPTI's timestamp clock to the database's (`CLOCK_BOOTTIME`).

@@ -1,7 +1,7 @@
 //! GPU-wide counter time series (`--spm`) through CUPTI's PM sampling (docs/cuda.md, "Sampled
 //! counters"): on the tool's own thread, `SetConfig` and `Start` at attach, the completed samples
-//! decoded and evaluated at every tick, `Stop` and `Disable` at detach. The first sample of a
-//! `Start` is stale (it began before `Start`) and is dropped.
+//! decoded and evaluated at every tick (and written then: [`Sampler::take`]), `Stop` and `Disable`
+//! at detach. The first sample of a `Start` is stale (it began before `Start`) and is dropped.
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_void, CString};
@@ -95,6 +95,40 @@ pub struct Sample {
     pub values: Vec<f64>,
 }
 
+/// What `--spm` costs the tool's thread at its ticks (the detach reply's `spm_tick_us`): the
+/// decode (CUPTI's `DecodeData` and the evaluation of each sample) and the write of the samples,
+/// in microseconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TickCost {
+    ticks: u64,
+    decode_total: u64,
+    decode_max: u64,
+    write_total: u64,
+    write_max: u64,
+}
+
+impl TickCost {
+    /// Adds one tick's decode and write times.
+    pub fn add(&mut self, decode: std::time::Duration, write: std::time::Duration) {
+        let (d, w) = (decode.as_micros() as u64, write.as_micros() as u64);
+        self.ticks += 1;
+        self.decode_total += d;
+        self.decode_max = self.decode_max.max(d);
+        self.write_total += w;
+        self.write_max = self.write_max.max(w);
+    }
+
+    /// `{"ticks", "decode_mean", "decode_max", "write_mean", "write_max"}` (µs).
+    pub fn json(&self) -> serde_json::Value {
+        let mean = |t: u64| t.checked_div(self.ticks).unwrap_or(0);
+        serde_json::json!({
+            "ticks": self.ticks,
+            "decode_mean": mean(self.decode_total), "decode_max": self.decode_max,
+            "write_mean": mean(self.write_total), "write_max": self.write_max,
+        })
+    }
+}
+
 /// A running PM sampler on one device.
 pub struct Sampler {
     prof: Profiler,
@@ -115,7 +149,7 @@ pub struct Sampler {
     /// (which ends at `Start`, on the samples' clock): the samples' own clock offset.
     started_boot: i64,
     stale_end: Option<u64>,
-    /// The samples decoded so far.
+    /// The samples decoded and not taken yet.
     pub samples: Vec<Sample>,
 }
 
@@ -329,17 +363,27 @@ impl Sampler {
         }
     }
 
-    /// Stops sampling, decodes the last samples and disables: the samples, and the offset that
-    /// puts them on `CLOCK_BOOTTIME` given `cupti_offset`, the session's offset of CUPTI's
-    /// timestamp clock ([`Sampler::boot_offset`]).
+    /// The samples decoded since the last call, and the offset that puts them on
+    /// `CLOCK_BOOTTIME` given `cupti_offset` ([`Sampler::boot_offset`]): fixed once the stale
+    /// first sample is decoded, which comes before any sample, so every sample of a session
+    /// gets the same offset whenever it is taken.
+    pub fn take(&mut self, cupti_offset: i64) -> (Vec<Sample>, i64) {
+        (
+            std::mem::take(&mut self.samples),
+            self.boot_offset(cupti_offset),
+        )
+    }
+
+    /// Stops sampling, decodes the last samples and disables: the samples not taken yet, and
+    /// the offset that puts them on `CLOCK_BOOTTIME` given `cupti_offset`, the session's offset
+    /// of CUPTI's timestamp clock ([`Sampler::take`]).
     pub fn stop(mut self, c: &Cupti, cupti_offset: i64) -> (Vec<Sample>, i64) {
         let obj = self.object;
         // SAFETY: our started object.
         let _ = unsafe { profiler::call(self.prof.pm_stop, |p| p.p_pm_sampling_object = obj) };
         self.poll(c);
         self.release();
-        let offset = self.boot_offset(cupti_offset);
-        (std::mem::take(&mut self.samples), offset)
+        self.take(cupti_offset)
     }
 
     /// The offset from the samples' clock to `CLOCK_BOOTTIME`: CUPTI's timestamp offset when it
@@ -368,6 +412,20 @@ impl Sampler {
         }
         self.object = std::ptr::null_mut();
     }
+}
+
+/// Writes the samples `sampler` decoded since the last call (the tick's decode) to `sink`, on
+/// the database's clock; the next commit makes them readable (`rocprof-attach top --spm`).
+pub fn write_taken(
+    sampler: Option<&mut Sampler>,
+    plan: Option<&SpmPlan>,
+    sink: &mut crate::sink::Sink,
+) -> rocprof_rocpd::Result<()> {
+    let (Some(sampler), Some(sp)) = (sampler, plan) else {
+        return Ok(());
+    };
+    let (samples, offset) = sampler.take(sink.offset());
+    sink.write_spm(&sp.counters, &samples, offset)
 }
 
 #[cfg(test)]

@@ -96,6 +96,7 @@ pub fn text(m: &Model, interval_s: f64, l: Layout, final_totals: bool) -> String
         let _ = writeln!(o, "{}", header(m, interval_s));
     }
     processes(&mut o, m, final_totals);
+    super::spm::table(&mut o, m, final_totals);
     kernels(&mut o, m, l, final_totals);
     copies(&mut o, m);
     if !final_totals {
@@ -301,7 +302,7 @@ pub fn json(m: &Model, interval_s: f64, kind: &str) -> serde_json::Value {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            json!({
+            let mut o = json!({
                 "pid": p.pid, "rank": p.rank, "exited": p.exited,
                 "busy_percent": p.busy_last().map(|b| b * 100.0),
                 "kernel_ns": p.kernel_ns(), "collective_ns": p.collective_ns(),
@@ -310,7 +311,12 @@ pub fn json(m: &Model, interval_s: f64, kind: &str) -> serde_json::Value {
                     "busy_percent_since_start": b.overall().map(|x| x * 100.0),
                 })).collect::<Vec<_>>(),
                 "stands_out": straggler.filter(|s| s.0 == i).map(|s| s.1),
-            })
+            });
+            if m.spm {
+                o["spm"] = super::spm::json(m, p.pid, false).into();
+                o["spm_since_start"] = super::spm::json(m, p.pid, true).into();
+            }
+            o
         })
         .collect();
     let copies: Vec<_> = m

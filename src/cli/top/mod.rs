@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod model;
+pub mod spm;
 pub mod term;
 pub mod view;
 pub mod watch;
@@ -36,6 +37,7 @@ pub const TOP_EXAMPLES: &str = "Examples:
   rocprof-attach top -p 1234                    watch one process (q or Ctrl-C detaches)
   rocprof-attach top --match train.py           every rank of a job, a row per rank
   rocprof-attach top -p 1234 --api              also the slowest API calls
+  rocprof-attach top -p 1234 --spm              also SM activity sampled every 1 ms (CUDA)
   rocprof-attach top -p 1234 --batch -n 10      ten plain tables, one a second, then detach
   rocprof-attach top -p 1234 --json -d prof     JSON lines; keep the database under prof/";
 
@@ -74,6 +76,10 @@ pub struct TopArgs {
     /// Also trace the runtime API calls (HIP, CUDA) and show the slowest
     #[arg(long)]
     pub api: bool,
+    /// Also sample GPU counters over time (CUDA: PM sampling, SM activity by default; names as
+    /// for --spm of a session) and show each interval's mean, min, max and last value
+    #[arg(long, value_name = "COUNTER", num_args = 0.., value_delimiter = ',')]
+    pub spm: Option<Vec<String>>,
     /// Kernel rows of each batch table
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
@@ -118,6 +124,8 @@ pub struct TopConfig {
     pub mode: Mode,
     /// Trace API calls too.
     pub api: bool,
+    /// Sampled counters (`--spm`): the names asked for (empty: the tool's default set).
+    pub spm: Option<Vec<String>>,
     /// Kernel rows of a batch table.
     pub top: usize,
     /// Full kernel names.
@@ -191,6 +199,7 @@ impl TopArgs {
             iterations: self.iterations,
             mode,
             api: self.api,
+            spm: self.spm,
             top: self.top.max(1),
             full_names: self.full_names,
             keep,
@@ -214,6 +223,9 @@ fn request(cfg: &TopConfig, dir: &Path) -> AttachRequest {
     env.set("ROCPROF_MEMORY_COPY_TRACE", "1");
     if cfg.api {
         env.set("ROCPROF_HIP_RUNTIME_API_TRACE", "1");
+    }
+    if let Some(names) = &cfg.spm {
+        spm::request(&mut env, names);
     }
     env.set("ROCPROF_OUTPUT_FORMAT", "rocpd");
     env.set("ROCPROF_OUTPUT_PATH", &dir.display().to_string());
@@ -308,6 +320,12 @@ fn watch_all(cfg: &TopConfig, dir: &Path, ui: &Ui) -> ExitCode {
         }
     };
     let mut model = Model::new(&w.pids(), w.sampling(cfg.interval));
+    model.spm = w.spm_shown();
+    if let Some(m) = w.spm_not_shown() {
+        if let Ok(mut v) = messages.lock() {
+            v.push(m);
+        }
+    }
     let mut out = match Output::open(cfg) {
         Ok(o) => o,
         Err(e) => {

@@ -108,6 +108,8 @@ pub struct Proc {
     pub busy: BTreeMap<String, Busy>,
     /// The slowest API calls of the last interval.
     pub slowest: Vec<Call>,
+    /// Sampled counters (`--spm`).
+    pub spm: super::spm::Sampled,
 }
 
 impl Proc {
@@ -217,6 +219,8 @@ pub struct Model {
     pub sampling: String,
     /// Things to tell the user (exits, warnings), newest last.
     pub messages: Vec<String>,
+    /// `--spm` was asked for: the views show the sampled counters.
+    pub spm: bool,
 }
 
 impl Model {
@@ -242,6 +246,7 @@ impl Model {
             p.interval = Summary::default();
             p.bytes_interval.clear();
             p.slowest.clear();
+            p.spm.interval.clear();
             // An agent with no kernel in this interval's rows shows as idle.
             for b in p.busy.values_mut() {
                 b.last = None;
@@ -278,6 +283,7 @@ impl Model {
             for (agent, mut v) in d.intervals {
                 p.busy.entry(agent).or_default().add(&mut v);
             }
+            p.spm.add(&d.spm);
             p.slowest.extend(d.slowest);
             p.slowest.sort_by_key(|c| std::cmp::Reverse(c.duration));
             p.slowest.truncate(crate::rocpd::report::live::SLOWEST);

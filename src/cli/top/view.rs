@@ -89,8 +89,15 @@ pub fn draw(f: &mut Frame, m: &Model, v: &mut ViewState, interval_s: f64) {
     } else {
         (slow.len() as u16 + 3).min(8)
     };
-    let [head, body, copy_area, api_area, foot] = Layout::vertical([
+    let spm = if m.spm { m.spm_lines() } else { Vec::new() };
+    let spm_h = if m.spm {
+        (spm.len().max(1) as u16 + 2).min(7)
+    } else {
+        0
+    };
+    let [head, spm_area, body, copy_area, api_area, foot] = Layout::vertical([
         Constraint::Length(2 + procs as u16),
+        Constraint::Length(spm_h),
         Constraint::Min(4),
         Constraint::Length(copy_h),
         Constraint::Length(api_h),
@@ -98,6 +105,9 @@ pub fn draw(f: &mut Frame, m: &Model, v: &mut ViewState, interval_s: f64) {
     ])
     .areas(area);
     header(f, head, m, v, interval_s, procs);
+    if spm_h > 0 {
+        spm_table(f, spm_area, &spm, v);
+    }
     kernels(f, body, m, v);
     if copy_h > 0 {
         copy_table(f, copy_area, &copies, v);
@@ -282,6 +292,66 @@ fn copy_table(f: &mut Frame, area: Rect, rows: &[super::model::CopyRow], _v: &Vi
             .style(Style::default().add_modifier(Modifier::BOLD)),
         )
         .block(Block::default().borders(Borders::TOP).title(" copies "));
+    f.render_widget(t, area);
+}
+
+/// The sampled counters (`--spm`): the last interval's mean (with a bar for percentages), min,
+/// max and last value per series.
+/// One process with one agent: the agent goes to the title instead of every row.
+fn spm_table(f: &mut Frame, area: Rect, lines: &[super::spm::Line], v: &ViewState) {
+    let one = lines
+        .first()
+        .filter(|a| lines.iter().all(|l| l.who == a.who))
+        .map(|a| a.who.clone());
+    let body: Vec<Row> = if lines.is_empty() {
+        vec![Row::new([Cell::from("no sampled counters read yet")])]
+    } else {
+        lines
+            .iter()
+            .map(|l| {
+                let c = super::spm::cells(l, false);
+                let pct = l.series.ends_with('%');
+                let frac = l.interval.mean().filter(|_| pct).map(|x| x / 100.0);
+                Row::new([
+                    Cell::from(Span::styled(
+                        if pct { bar(frac, 10) } else { String::new() },
+                        v.style(Color::Green),
+                    )),
+                    num(c[1].clone()),
+                    num(c[2].clone()),
+                    num(c[3].clone()),
+                    num(c[4].clone()),
+                    Cell::from(if one.is_some() {
+                        l.series.clone()
+                    } else {
+                        c[5].clone()
+                    }),
+                ])
+            })
+            .collect()
+    };
+    let widths = [
+        Constraint::Length(10),
+        Constraint::Length(12),
+        Constraint::Length(12),
+        Constraint::Length(12),
+        Constraint::Length(12),
+        Constraint::Fill(1),
+    ];
+    let head = ["", "MEAN", "MIN", "MAX", "LAST"];
+    let t = Table::new(body, widths)
+        .header(
+            Row::new(
+                head.iter()
+                    .map(|h| num(h.to_string()))
+                    .chain([Cell::from("COUNTER")]),
+            )
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::default().borders(Borders::TOP).title(match &one {
+            Some(who) => format!(" sampled counters of {who} (last interval) "),
+            None => " sampled counters (last interval) ".to_string(),
+        }));
     f.render_widget(t, area);
 }
 

@@ -53,6 +53,8 @@ pub struct Watch {
     pub kept: Vec<PathBuf>,
     keep: bool,
     opts: ConvertOptions,
+    /// `--spm` asked for (CUDA processes only; the ROCm sessions go without).
+    spm: bool,
 }
 
 /// Why the sessions could not start: the exit code and what to say.
@@ -101,7 +103,9 @@ impl Watch {
             kept: Vec::new(),
             keep,
             opts: ConvertOptions::default(),
+            spm: false,
         };
+        w.spm = super::spm::asked(&w.req.env);
         std::mem::swap(&mut w.plan, &mut plan);
         if !cuda.is_empty() {
             let (out, collector) = w.attach_some(&cuda, events);
@@ -161,15 +165,35 @@ impl Watch {
                 )
             };
             parts.push(format!(
-                "ROCm: a session of {:.2} s per refresh (rocprofiler-sdk writes at detach){cost}",
-                interval.as_secs_f64()
+                "ROCm: a session of {:.2} s per refresh (rocprofiler-sdk writes at detach){cost}{}",
+                interval.as_secs_f64(),
+                if self.spm { "; no --spm counters" } else { "" }
             ));
         }
         parts.join("; ")
     }
 
-    /// Attaches the processes `pids` of the plan; returns the outcome and its collector.
+    /// Whether the views show sampled counters: `--spm` asked for and CUDA processes watched.
+    pub fn spm_shown(&self) -> bool {
+        self.spm && !self.live.is_empty()
+    }
+
+    /// What to tell when `--spm` was asked for and ROCm processes are watched (they are not
+    /// sampled): None otherwise.
+    pub fn spm_not_shown(&self) -> Option<String> {
+        (self.spm && !self.rocm.is_empty()).then(|| {
+            let pids: Vec<String> = self.rocm.iter().map(|p| p.to_string()).collect();
+            format!(
+                "--spm is not shown for ROCm processes ({}): each refresh is a session of its own and rocprofiler-sdk's SPM is not read; their kernels and copies are shown, and `rocprof-attach -p PID --spm ...` samples them",
+                pids.join(", ")
+            )
+        })
+    }
+
+    /// Attaches the processes `pids` of the plan; returns the outcome and its collector. The
+    /// ROCm sessions go without `--spm` ([`Watch::spm_not_shown`]).
     fn attach_some(&mut self, pids: &[i32], events: session::Events) -> (AttachOutcome, Collector) {
+        let rocm = pids.iter().all(|p| self.rocm.contains(p));
         let all = std::mem::take(&mut self.plan.targets);
         self.plan.targets = all
             .iter()
@@ -178,9 +202,14 @@ impl Watch {
             .collect();
         let collector = Collector::before(&self.plan, &self.req);
         let waiter = &self.waiter;
+        let env = if rocm && self.spm {
+            super::spm::without(&self.req.env)
+        } else {
+            self.req.env.clone()
+        };
         let out = session::attach(
             &self.plan,
-            &self.req.env,
+            &env,
             self.req.parallelism,
             &self.agents,
             events,

@@ -116,6 +116,11 @@ pub struct Finished {
     pub write_us: u64,
     /// What `--pmc` counted and what it cost (absent without counters).
     pub counters: Option<CounterReport>,
+    /// `--spm` samples written (absent without `--spm`).
+    pub spm_samples: Option<u64>,
+    /// What `--spm` cost the tool's ticks (µs: `ticks`, `decode_mean`, `decode_max`,
+    /// `write_mean`, `write_max`; absent without `--spm`).
+    pub spm_tick_us: Option<serde_json::Value>,
 }
 
 /// The tool's account of a counting window (`--pmc`).

@@ -447,6 +447,12 @@ fn cuda_detached(a: &Attachment, ctl: &DetachControl, events: Events) -> Result<
         finished.flush_us,
         finished.write_us
     );
+    if let (Some(n), Some(cost)) = (finished.spm_samples, &finished.spm_tick_us) {
+        tracing::debug!(
+            "process {}: --spm wrote {n} samples; its share of the tool's ticks (µs): {cost}",
+            a.pid
+        );
+    }
     Ok(Detached {
         pid: a.pid,
         detach_us: started.elapsed().as_micros() as u64,

@@ -11,10 +11,11 @@
 
 use rusqlite::Row;
 
-use super::rows::{int, opt};
+use super::rows::{int, opt, text};
 use super::scan::Track;
 use super::{IdMap, Source};
 use crate::error::Result;
+use crate::report::spm::SpmRow;
 
 /// A kernel dispatch as the live view folds it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -140,6 +141,27 @@ impl Source<'_> {
             Ok(())
         })?;
         self.next_id(&t, from)
+    }
+
+    /// The sampled counters' rows (`--spm`, table `rocpd_spm_sample`) with `id >= from`, in id
+    /// order (a sample's rows together); returns the next id to read. None without the table.
+    pub fn spm_rows(&self, from: i64, mut f: impl FnMut(SpmRow)) -> Result<i64> {
+        if !crate::report::spm::has_table(&self.tables) {
+            return Ok(from);
+        }
+        let sql = "SELECT agent_id, start, counter, metric, value FROM rocpd_spm_sample \
+                   WHERE id >= ?1 ORDER BY id";
+        self.each_from(sql, from, |r| {
+            f(SpmRow {
+                agent_id: opt(r, 0)?.unwrap_or(0),
+                start: int(r, 1)?,
+                counter: text(r, 2)?,
+                metric: text(r, 3)?,
+                value: r.get(4)?,
+            });
+            Ok(())
+        })?;
+        self.next_id("rocpd_spm_sample", from)
     }
 
     /// The API calls (regions, then samples: the order does not matter to statistics) with

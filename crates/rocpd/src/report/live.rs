@@ -15,12 +15,15 @@
 //! statements prepared once, an API call's category looked up by its event id, no scan of the
 //! event table, no JSON), are folded by ids, and named once per read from dimension tables kept
 //! between reads (loaded again only when a row names an id they lack: rows are only ever added
-//! to them). The table list is read again only when the schema changes.
+//! to them). The table list is read again only when the schema changes. Sampled counters
+//! (`--spm`, table `rocpd_spm_sample`) are read by id too and folded as `summary -f html` folds
+//! them ([`crate::report::spm`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::pass::{merge_named, ByKey};
+use super::spm::{Series, SpmFold};
 use crate::csv::kernel_name;
 use crate::domain::Domain;
 use crate::error::Result;
@@ -61,6 +64,9 @@ pub struct Delta {
     pub slowest: Vec<Call>,
     /// Rows read (kernels, copies, API calls).
     pub rows: u64,
+    /// The sampled counters of the new samples (`--spm`) per agent name
+    /// ([`crate::report::spm`]: the figures `summary -f html` gives); empty without samples.
+    pub spm: BTreeMap<String, Series>,
 }
 
 /// The next id to read of each table of one process.
@@ -69,6 +75,7 @@ struct Next {
     dispatch: i64,
     copy: i64,
     api: i64,
+    spm: i64,
 }
 
 /// One of the slowest calls: duration, row id, name id, tid.
@@ -190,6 +197,7 @@ struct Folded {
     /// id, name, tid.
     slow: IdMap<Option<i64>, Vec<Slow>>,
     rows: u64,
+    spm: SpmFold,
 }
 
 /// Reads the rows of one process from `k.next` on, and moves `k.next` past them.
@@ -224,6 +232,7 @@ fn read_source(src: &Source<'_>, opts: &ConvertOptions, k: &mut Known) -> Result
             ),
         );
     })?;
+    next.spm = src.spm_rows(next.spm, |r| f.spm.add(r))?;
     if lacks_names(&k.dims, &f, opts.kernel_rename) {
         k.dims = src.dims(opts.agent_index)?;
     }
@@ -239,6 +248,7 @@ fn lacks_names(dims: &Dims, f: &Folded, rename: bool) -> bool {
     }) || f.agents.keys().any(|a| !dims.agents.contains_key(a))
         || f.copies.entries().any(|(n, _)| string(n))
         || f.apis.entries().any(|((c, n), _)| string(c) || string(n))
+        || f.spm.agents.keys().any(|a| !dims.agents.contains_key(a))
 }
 
 /// The statistics of `f` under their names, as `summary` names them.
@@ -287,6 +297,13 @@ fn name(
     for (a, v) in f.agents {
         let name = crate::pftrace::tracks::agent_name(dims, a, opts.agent_index);
         d.intervals.entry(name).or_default().extend(v);
+    }
+    for (a, series) in f.spm.finish() {
+        let name = crate::pftrace::tracks::agent_name(dims, a, opts.agent_index);
+        let into = d.spm.entry(name).or_default();
+        for (n, st) in series {
+            into.entry(n).or_default().merge(&st);
+        }
     }
     // The slowest of every category kept, longest first, then in id order (as read).
     let mut slow: Vec<(Slow, Domain)> = f

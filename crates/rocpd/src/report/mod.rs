@@ -5,6 +5,7 @@ pub mod counters;
 pub mod html;
 pub mod live;
 pub mod pass;
+pub mod spm;
 pub mod summary;
 
 use std::fmt::Write as _;

@@ -157,6 +157,16 @@ pub fn page(
     if !sampled.is_empty() {
         body.push_str("<h2>Sampled counters (--spm)</h2>");
         body.push_str(&html::series_chart(timeline.start, timeline.end, &sampled));
+        for src in sources {
+            let label = if sources.len() > 1 {
+                format!(" of {}", src.input.path.display())
+            } else {
+                String::new()
+            };
+            if let Some(t) = super::spm::figures_table(src, window, &label) {
+                body.push_str(&html_table(&t));
+            }
+        }
     }
     for sec in sections {
         let _ = write!(body, "<h2>{}</h2>", esc(&sec.title));
