@@ -4,7 +4,8 @@
 //! call first reserves its PIDs (a second call for the same PID gets status 2 at once), releases
 //! the lock, attaches or detaches, then records the result. Calls from several host threads on
 //! different PIDs therefore run at the same time. Between calls nothing of ours runs: no thread,
-//! no tracer (each attach and detach is one short agent process).
+//! no tracer; each attached process has its idle agent server ([`super::will`]), which runs its
+//! attach and detach and finishes the session should the host die.
 
 use super::agent::{self, ExecInjector};
 use super::log::Log;
@@ -16,6 +17,7 @@ use rocprof_attach_core::session::{self, AttachRequest, Attachment, DetachOutcom
 use rocprof_attach_core::targets::{self, TargetSelection};
 use rocprof_attach_core::toolpath::{self, DEFAULT_TOOL};
 use rocprof_attach_core::Error;
+use rocprof_engine::agent::Agents;
 use rocprof_engine::procfs;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -27,8 +29,19 @@ pub const TOOL_VARIABLE: &str = "ROCPROF_ATTACH_TOOL_LIBRARY";
 enum Slot {
     /// An attach or detach of this PID is running in some thread.
     Busy,
-    /// Attached; what a detach needs, and the claim on the process (one session per target).
-    Attached(Box<(Attachment, Option<Claim>)>),
+    /// Attached.
+    Attached(Box<Session>),
+}
+
+/// One attached process.
+#[derive(Debug)]
+struct Session {
+    /// What a detach needs.
+    attachment: Attachment,
+    /// The claim on the process (one session per target).
+    claim: Option<Claim>,
+    /// Its agent server, holding the will (None when it could not be started).
+    agents: Option<Agents>,
 }
 
 #[derive(Debug, Default)]
@@ -321,14 +334,22 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
     if !env.contains("ROCPROF_OUTPUT_PATH") {
         env.set("ROCPROF_OUTPUT_PATH", "%cwd%");
     }
+    // One agent server per process, holding its will, runs its attach (and later its detach).
+    super::will::note_owner();
+    let servers = super::will::start(injector.program(), &plan, log);
+    let routed = super::will::Servers {
+        by_pid: &servers,
+        spare: &*injector,
+    };
     let out = session::attach(
         &plan,
         &env,
         session::DEFAULT_PARALLEL,
-        &*injector,
+        &routed,
         &on_event,
         &|| false,
     );
+    record(pid, tree, &plan, out.attached, servers);
     for f in &out.failures {
         log_error(log, &f.error);
         if f.pid == pid {
@@ -337,27 +358,60 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
         }
         last = status::of_error(&f.error);
     }
-    record(pid, tree, &plan, out.attached);
     last
 }
 
-/// Store the sessions (and the tree list) of what was attached.
-fn record(root: i32, tree: bool, plan: &Plan, attached: Vec<Attachment>) {
+/// Store the sessions (and the tree list) of what was attached, each with its agent server; the
+/// servers of the processes that were not attached end (nothing to finish there).
+fn record(
+    root: i32,
+    tree: bool,
+    plan: &Plan,
+    attached: Vec<Attachment>,
+    mut servers: HashMap<i32, Agents>,
+) {
     // Plan order: root first, descendants breadth-first.
     let order: Vec<i32> = plan
         .pids()
         .into_iter()
         .filter(|p| attached.iter().any(|a| a.pid == *p))
         .collect();
+    let sessions: Vec<Session> = attached
+        .into_iter()
+        .map(|a| Session {
+            claim: plan.claims.take(a.pid),
+            agents: servers.remove(&a.pid),
+            attachment: a,
+        })
+        .collect();
+    // Their claims were settled by the attach (nothing active).
+    servers.into_values().for_each(super::will::end);
     with_registry(|r| {
-        for a in attached {
-            let claim = plan.claims.take(a.pid);
-            r.slots.insert(a.pid, Slot::Attached(Box::new((a, claim))));
+        for s in sessions {
+            r.slots
+                .insert(s.attachment.pid, Slot::Attached(Box::new(s)));
         }
         if tree && order.first() == Some(&root) {
             r.trees.insert(root, order);
         }
     });
+}
+
+/// The host is exiting normally: every attached session stays active, as rocattach leaves it
+/// ([`super::will`]); its server is told not to finish it. Never waits for the lock.
+pub(crate) fn forget_wills() {
+    let guard = match REGISTRY.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    for slot in guard.iter().flat_map(|r| r.slots.values()) {
+        if let Slot::Attached(s) = slot {
+            if let Some(agents) = &s.agents {
+                session::will::take_back(agents);
+            }
+        }
+    }
 }
 
 /// `rocattach_detach`: one PID, or every session with `pid == 0` (always success).
@@ -421,7 +475,7 @@ pub fn detach_tree(pid: i32, log: &Log) -> Status {
 }
 
 /// Mark the attached sessions among `pids` (all when None) busy and return them in order.
-fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<(Attachment, Option<Claim>)> {
+fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<Session> {
     let wanted: Vec<i32> = match pids {
         Some(p) => p.to_vec(),
         None => {
@@ -443,14 +497,21 @@ fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<(Attachment, Opt
     out
 }
 
-/// Detach `taken` (their slots are busy), remove the sessions, return the last error or 0. A
-/// failed detach leaves the record of an active session in its claim.
-fn detach_taken(taken: Vec<(Attachment, Option<Claim>)>, log: &Log) -> Status {
+/// Detach `taken` (their slots are busy) through their agent servers, remove the sessions, end
+/// the servers, return the last error or 0. A failed detach leaves the record of an active
+/// session in its claim.
+fn detach_taken(taken: Vec<Session>, log: &Log) -> Status {
     if taken.is_empty() {
         return Status::Success;
     }
-    let (attachments, mut claims): (Vec<Attachment>, Vec<Option<Claim>>) =
-        taken.into_iter().unzip();
+    let mut attachments = Vec::with_capacity(taken.len());
+    let mut claims = Vec::with_capacity(taken.len());
+    let mut servers = HashMap::new();
+    for s in taken {
+        servers.extend(s.agents.map(|a| (s.attachment.pid, a)));
+        claims.push(s.claim);
+        attachments.push(s.attachment);
+    }
     let pids: Vec<i32> = attachments.iter().map(|a| a.pid).collect();
     for c in claims.iter_mut().flatten() {
         c.set(State::Detaching);
@@ -461,7 +522,10 @@ fn detach_taken(taken: Vec<(Attachment, Option<Claim>)>, log: &Log) -> Status {
             &attachments,
             session::DEFAULT_PARALLEL,
             true,
-            &*injector,
+            &super::will::Servers {
+                by_pid: &servers,
+                spare: &*injector,
+            },
             &events(log),
         )),
     };
@@ -483,6 +547,9 @@ fn detach_taken(taken: Vec<(Attachment, Option<Claim>)>, log: &Log) -> Status {
             _ => c.set(State::Claimed),
         }
     }
+    // The claims are settled: the servers have nothing left to finish (and close their copies
+    // of the claims' locks before ours close).
+    servers.into_values().for_each(super::will::end);
     drop(claims);
     // The sessions end whatever happened (as rocattach does); one whose detach failed stays
     // recorded as active, so a later attach is refused until rocattach_detach finishes it.
@@ -538,7 +605,14 @@ fn finish(pid: i32, log: &Log) -> Status {
         ));
     }
     match session::lookup(pid) {
-        Ok(a) => detach_taken(vec![(a, Some(claim))], log),
+        Ok(attachment) => detach_taken(
+            vec![Session {
+                attachment,
+                claim: Some(claim),
+                agents: None,
+            }],
+            log,
+        ),
         Err(e) => {
             let mut claim = claim;
             if matches!(e, Error::ProcessGone { .. }) {

@@ -28,15 +28,21 @@ use std::os::fd::AsFd;
 /// False when there is no server to finish anything (a front end killed during the session
 /// would then leave it active, for `rocprof-attach --detach`).
 pub fn leave(agents: &Agents, plan: &Plan) -> bool {
+    leave_for(agents, plan, &plan.pids())
+}
+
+/// [`leave`] for the processes `pids` of `plan` only (a front end with one server per process,
+/// the rocattach C library, hands each server the will of its own process).
+pub fn leave_for(agents: &Agents, plan: &Plan, pids: &[i32]) -> bool {
     let Some(server) = agents.server_pid() else {
         return false;
     };
     let mut will = Will {
-        items: Vec::with_capacity(plan.targets.len()),
+        items: Vec::with_capacity(pids.len()),
         timeouts: agents.timeouts(),
     };
     let mut files = Vec::new();
-    for p in &plan.targets {
+    for p in plan.targets.iter().filter(|p| pids.contains(&p.report.pid)) {
         let pid = p.report.pid;
         let claimed = plan.claims.with(pid, |c| claim_file(c, server)).flatten();
         let (fd, record) = match claimed {
@@ -62,7 +68,7 @@ pub fn leave(agents: &Agents, plan: &Plan) -> bool {
     tracing::debug!(
         "session: {} the agent server (pid {server}) the detach of {} process(es) should the front end die",
         if left { "handed" } else { "could not hand" },
-        plan.targets.len()
+        will.items.len()
     );
     left
 }

@@ -19,6 +19,16 @@
 //! sends its result line. A batch ([`AgentServer::run_all`]) numbers its jobs instead, and each
 //! result comes back on the socket as one message tagged with that number: no pipe, no passed
 //! descriptor and no `poll` over many pipes per job.
+//!
+//! A caller that must not fork itself (the rocattach C library, loaded into someone else's
+//! process) starts the server as a program instead ([`AgentServer::spawn`]: `rocprof-attach
+//! __agent-server`, its socket on the server's standard input). That program forks once and its
+//! first process exits, so the server is not a child of the caller (whose `wait` loops, SIGCHLD
+//! handlers and child counts it must not disturb); it then says which version and process it is
+//! before anything is sent, and the caller knows it has ended when its socket does. Either way
+//! the front end ends the server with an explicit end message before it closes the socket, so a
+//! copy of the socket that a fork of the front end kept open cannot keep the server (and the
+//! front end waiting for it) alive.
 
 use super::will::{self, Will};
 use super::{
@@ -34,8 +44,17 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The argument that makes the `rocprof-attach` binary run [`serve_stdin`].
+pub const SERVER_ARG: &str = "__agent-server";
+
+/// How long [`AgentServer::spawn`] waits for the new server's first message.
+const READY_WAIT: Duration = Duration::from_secs(30);
 
 /// Largest job message (the environment buffer is at most a few hundred KiB).
 const MAX_REQUEST: usize = 8 << 20;
@@ -62,6 +81,9 @@ enum Message {
     SetWill { will: Will, append: bool },
     /// The front end finished its work itself: forget the will (and close its files).
     ClearWill,
+    /// The front end is done: exit once the jobs in flight are finished, as when the socket
+    /// closes (a will still set is carried out).
+    End,
 }
 
 /// Most file descriptors passed with one message (SCM_MAX_FD is 253).
@@ -81,6 +103,8 @@ pub struct AgentServer {
     batch: Mutex<Vec<u8>>,
     /// An agent stays behind with a call that outlived its wait: the server outlives us.
     pending: std::sync::atomic::AtomicBool,
+    /// Started by [`AgentServer::spawn`]: not our child, so its end is the socket's.
+    spawned: bool,
 }
 
 impl AgentServer {
@@ -105,8 +129,92 @@ impl AgentServer {
                     pid: child,
                     batch: Mutex::new(Vec::new()),
                     pending: Default::default(),
+                    spawned: false,
                 })
             }
+        }
+    }
+
+    /// Start the server as a new process from `program` (the `rocprof-attach` binary, with
+    /// [`SERVER_ARG`]), for a caller that must not fork itself; returns once the server said it
+    /// is ready. An error when it could not be started, ended at once, or is another version.
+    pub fn spawn(program: &Path) -> Result<AgentServer> {
+        let fail = |msg: String| {
+            Error::io(
+                format!("starting the agent server {}", program.display()),
+                std::io::Error::other(msg),
+            )
+        };
+        let (front, back) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| Error::io("creating the agent server socket", std::io::Error::from(e)))?;
+        let mut child = Command::new(program)
+            .arg(SERVER_ARG)
+            .stdin(Stdio::from(back))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| fail(e.to_string()))?;
+        // The server's end of the socket was closed here with the Command: if the server ends,
+        // its first message is an end of file. The first process exits once it has forked the
+        // server (a host that reaps children itself may have reaped it: nothing to wait for).
+        let _ = child.wait();
+        let mut server = AgentServer {
+            sock: Some(front),
+            pid: Pid::from_raw(0),
+            batch: Mutex::new(Vec::new()),
+            pending: Default::default(),
+            spawned: true,
+        };
+        let hello = server.hello();
+        let (version, pid) = match hello.as_deref().map(|h| h.split_once(' ')) {
+            Ok(Some((v, pid))) => (v.to_string(), pid.parse().unwrap_or(0)),
+            Ok(None) => (hello.clone().unwrap_or_default(), 0),
+            Err(msg) => return Err(fail(msg.clone())),
+        };
+        server.pid = Pid::from_raw(pid);
+        match version {
+            v if v == env!("CARGO_PKG_VERSION") && pid > 0 => Ok(server),
+            version => Err(fail(format!(
+                "the agent is version {version} but the library calling it is {}: install both \
+                 from the same build (or point ROCATTACH_AGENT at the matching binary)",
+                env!("CARGO_PKG_VERSION")
+            ))),
+        }
+    }
+
+    /// The first message of a server started by [`AgentServer::spawn`]: its version and
+    /// process id.
+    fn hello(&self) -> std::result::Result<String, String> {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let sock = self.sock.as_ref().ok_or("no socket")?;
+        let deadline = std::time::Instant::now() + READY_WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let ms = PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32)
+                .unwrap_or(PollTimeout::ZERO);
+            let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, ms) {
+                Ok(0) => {
+                    return Err(format!(
+                        "it did not start within {} s",
+                        READY_WAIT.as_secs()
+                    ))
+                }
+                Ok(_) => break,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        let mut buf = [0u8; 256];
+        match nix::sys::socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+            Ok(0) => Err("it ended at once (is the program the rocprof-attach binary?)".into()),
+            Ok(n) => Ok(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            Err(e) => Err(e.to_string()),
         }
     }
 
@@ -314,11 +422,31 @@ fn send_message(sock: &OwnedFd, bytes: &[u8], fds: &[std::os::fd::RawFd]) -> boo
 
 impl Drop for AgentServer {
     fn drop(&mut self) {
-        // Closing the socket tells the server to exit once its agents are done. An agent that
-        // stays until the target continues (stopped by job control in our call) or until a slow
-        // call returns must not hold the front end: the server then finishes alone.
-        self.sock.take();
-        if !self.pending.load(std::sync::atomic::Ordering::Relaxed) {
+        // The end message (or the socket's end, should it not arrive) tells the server to exit
+        // once its agents are done. An agent that stays until the target continues (stopped by
+        // job control in our call) or until a slow call returns must not hold the front end: the
+        // server then finishes alone.
+        let Some(sock) = self.sock.take() else {
+            return;
+        };
+        if let Ok(bytes) = serde_json::to_vec(&Message::End) {
+            send_message(&sock, &bytes, &[]);
+        }
+        if self.pending.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        if self.spawned {
+            // Not our child: it has ended (and closed every file it held) when its socket has.
+            let mut buf = vec![0u8; MAX_RESULT];
+            loop {
+                match nix::sys::socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+                    Ok(0) => break,
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => break,
+                }
+            }
+        } else {
+            drop(sock);
             let _ = nix::sys::wait::waitpid(self.pid, None);
         }
     }
@@ -479,6 +607,24 @@ impl HeldWill {
     }
 }
 
+/// Body of the `rocprof-attach __agent-server` process ([`AgentServer::spawn`]): the socket is
+/// its standard input; it says its version, then serves. Never returns.
+pub fn serve_stdin() -> ! {
+    let Ok(sock) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        crate::ptrace::exit_now(3)
+    };
+    crate::ptrace::detach_stdin();
+    // Not a child of the caller: the first process exits at once, the fork serves.
+    if let Ok(nix::unistd::ForkResult::Parent { .. }) = crate::ptrace::fork_agent() {
+        crate::ptrace::exit_now(0)
+    }
+    let hello = format!("{} {}", env!("CARGO_PKG_VERSION"), std::process::id());
+    if !send_message(&sock, hello.as_bytes(), &[]) {
+        crate::ptrace::exit_now(3)
+    }
+    serve(sock)
+}
+
 /// The server's loop: receive a job, hand it to an idle worker or a new one.
 // Long because: one receive loop with its message kinds, then the end (and the will).
 fn serve(sock: OwnedFd) -> ! {
@@ -533,6 +679,7 @@ fn serve(sock: OwnedFd) -> ! {
                 held = None;
                 continue;
             }
+            Ok(Message::End) => break,
             Err(_) => continue,
         };
         let fd = (!fds.is_empty()).then(|| fds.swap_remove(0));

@@ -130,6 +130,21 @@ fn detach_stdio() {
     }
 }
 
+/// Point standard input at /dev/null (the agent server started as a program, once it holds its
+/// own copy of the socket it was given as standard input).
+pub(crate) fn detach_stdin() {
+    // SAFETY: open and dup2 on a NUL-terminated literal and descriptors we own.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            if null > 0 {
+                libc::close(null);
+            }
+        }
+    }
+}
+
 /// End a forked child at once, without running the parent's atexit handlers or destructors.
 pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns; skipping destructors is exactly what a forked child needs.
