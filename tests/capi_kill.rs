@@ -137,6 +137,42 @@ fn a_host_killed_in_its_window_is_finished_by_its_agent_server() {
     finished_by_its_server(&t, first.path(), second.path(), &servers);
 }
 
+/// The host's fork (a process this test started): killed, and gone, when dropped.
+struct Forked(i32);
+
+impl Drop for Forked {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.0), Signal::SIGKILL);
+        wait_until(Duration::from_secs(10), || !pid_alive(self.0));
+    }
+}
+
+#[test]
+fn a_host_killed_while_a_fork_of_it_lives_on_is_finished_by_its_agent_server() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    // The fork keeps a copy of the host's socket to the server open: the server watches the host
+    // itself, and detaches (the tool writes its output) while the fork lives on.
+    let mut h = start(&layout, &["attach", &p, "fork", "wait"], first.path());
+    assert_eq!(h.expect("attach "), format!("attach {p} 0"));
+    let fork = Forked(h.expect("forked ")[7..].parse().unwrap());
+    h.expect("waiting");
+    let servers = servers_of(&layout);
+    kill_host(h);
+    wait_until(Duration::from_secs(30), || {
+        servers.iter().all(|&s| !pid_alive(s))
+    });
+    assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
+    assert!(!files_in(first.path()).is_empty(), "the output was written");
+    assert!(pid_alive(fork.0), "the fork lived on meanwhile");
+    // The fork also shares the host's claim lock (flock is per open file, which fork shares):
+    // once it has ended, a plain attach works.
+    drop(fork);
+    finished_by_its_server(&t, first.path(), second.path(), &servers);
+}
+
 #[test]
 fn a_host_killed_during_its_attach_call_is_finished_by_its_agent_server() {
     let layout = Layout::install();

@@ -24,8 +24,11 @@
 //! process) starts the server as a program instead ([`AgentServer::spawn`]: `rocprof-attach
 //! __agent-server`, its socket on the server's standard input). That program forks once and its
 //! first process exits, so the server is not a child of the caller (whose `wait` loops, SIGCHLD
-//! handlers and child counts it must not disturb); it then says which version and process it is
-//! before anything is sent, and the caller knows it has ended when its socket does. Either way
+//! handlers and child counts it must not disturb); it closes every descriptor of the caller's it
+//! inherited but its socket, watches the caller's process as well as the socket (a fork of the
+//! caller may hold a copy of the socket: the caller's death is what counts), says which version
+//! and process it is before anything is sent, and the caller knows it has ended when its socket
+//! does. Either way
 //! the front end ends the server with an explicit end message before it closes the socket, so a
 //! copy of the socket that a fork of the front end kept open cannot keep the server (and the
 //! front end waiting for it) alive.
@@ -120,7 +123,7 @@ impl AgentServer {
         match crate::ptrace::fork_agent()? {
             nix::unistd::ForkResult::Child => {
                 drop(front);
-                serve(back)
+                serve(back, None)
             }
             nix::unistd::ForkResult::Parent { child } => {
                 drop(back);
@@ -614,6 +617,12 @@ pub fn serve_stdin() -> ! {
         crate::ptrace::exit_now(3)
     };
     crate::ptrace::detach_stdin();
+    // The caller, watched as well as the socket: a fork of it that kept a copy of the socket
+    // open must not delay the will once the caller itself is gone.
+    let caller = crate::ptrace::pidfd_open(nix::unistd::getppid().as_raw()).ok();
+    let mut keep = vec![sock.as_raw_fd()];
+    keep.extend(caller.as_ref().map(|c| c.as_raw_fd()));
+    crate::ptrace::close_other_fds(&keep);
     // Not a child of the caller: the first process exits at once, the fork serves.
     if let Ok(nix::unistd::ForkResult::Parent { .. }) = crate::ptrace::fork_agent() {
         crate::ptrace::exit_now(0)
@@ -622,12 +631,41 @@ pub fn serve_stdin() -> ! {
     if !send_message(&sock, hello.as_bytes(), &[]) {
         crate::ptrace::exit_now(3)
     }
-    serve(sock)
+    serve(sock, caller)
+}
+
+/// Wait until the socket has something to read or has closed (true), or until the `caller`
+/// (a pidfd) has exited and nothing is left to read (false: the front end is gone, though a
+/// copy of its socket may live on in a fork of it). Without a caller to watch, true at once.
+fn caller_alive(sock: &OwnedFd, caller: Option<&OwnedFd>) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let Some(caller) = caller else {
+        return true;
+    };
+    loop {
+        let mut fds = [
+            PollFd::new(sock.as_fd(), PollFlags::POLLIN),
+            PollFd::new(caller.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {
+                let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+                if ready(&fds[0]) {
+                    return true;
+                }
+                if ready(&fds[1]) {
+                    return false;
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return true,
+        }
+    }
 }
 
 /// The server's loop: receive a job, hand it to an idle worker or a new one.
 // Long because: one receive loop with its message kinds, then the end (and the will).
-fn serve(sock: OwnedFd) -> ! {
+fn serve(sock: OwnedFd, caller: Option<OwnedFd>) -> ! {
     crate::ptrace::block_terminal_signals();
     let sock = Arc::new(sock);
     let mut buf = vec![0u8; MAX_REQUEST];
@@ -635,6 +673,9 @@ fn serve(sock: OwnedFd) -> ! {
     let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
     let mut held: Option<HeldWill> = None;
     loop {
+        if !caller_alive(&sock, caller.as_ref()) {
+            break; // the caller died; only a fork of it still holds the socket
+        }
         let mut space = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS]);
         let mut iov = [IoSliceMut::new(&mut buf)];
         let received = recvmsg::<()>(

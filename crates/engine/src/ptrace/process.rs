@@ -145,6 +145,23 @@ pub(crate) fn detach_stdin() {
     }
 }
 
+/// Close every descriptor above 2 but `keep` (the agent server started as a program: what its
+/// caller left open without close-on-exec must not stay open, perhaps for hours, in it).
+pub(crate) fn close_other_fds(keep: &[std::os::fd::RawFd]) {
+    let open: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect(),
+        Err(_) => return,
+    };
+    for fd in open.into_iter().filter(|fd| *fd > 2 && !keep.contains(fd)) {
+        // SAFETY: closing a descriptor number; nothing in this fresh process uses the others (the
+        // directory's own descriptor is closed already, and closing it again is EBADF).
+        unsafe { libc::close(fd) };
+    }
+}
+
 /// End a forked child at once, without running the parent's atexit handlers or destructors.
 pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns; skipping destructors is exactly what a forked child needs.
