@@ -326,30 +326,8 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
             false
         }
     });
-    let mut env = EnvList::from_process();
-    // Every session stands alone: the register keeps what an earlier session set in the target,
-    // so what the host does not set is sent with its "not asked for" value (the tool's default
-    // output directory, %cwd%, included).
-    rocprof_attach_core::options::defaults::fill_unset(&mut env);
-    if !env.contains("ROCPROF_OUTPUT_PATH") {
-        env.set("ROCPROF_OUTPUT_PATH", "%cwd%");
-    }
-    // One agent server per process, holding its will, runs its attach (and later its detach).
-    super::will::note_owner();
-    let servers = super::will::start(injector.program(), &plan, log);
-    let routed = super::will::Servers {
-        by_pid: &servers,
-        spare: &*injector,
-    };
-    let out = session::attach(
-        &plan,
-        &env,
-        session::DEFAULT_PARALLEL,
-        &routed,
-        &on_event,
-        &|| false,
-    );
-    record(pid, tree, &plan, out.attached, servers);
+    let out = attach_planned(&plan, &injector, log);
+    record(pid, tree, &plan, out.attached, out.servers);
     for f in &out.failures {
         log_error(log, &f.error);
         if f.pid == pid {
@@ -359,6 +337,45 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
         last = status::of_error(&f.error);
     }
     last
+}
+
+/// What [`attach_planned`] did: the attach's outcome, and the agent server of each process.
+struct Attached {
+    attached: Vec<Attachment>,
+    failures: Vec<session::Failure>,
+    servers: HashMap<i32, Agents>,
+}
+
+/// Attach the processes of `plan`, each through its own agent server holding its will (which
+/// later runs its detach too), with the host's environment.
+fn attach_planned(plan: &Plan, injector: &ExecInjector, log: &Log) -> Attached {
+    let mut env = EnvList::from_process();
+    // Every session stands alone: the register keeps what an earlier session set in the target,
+    // so what the host does not set is sent with its "not asked for" value (the tool's default
+    // output directory, %cwd%, included).
+    rocprof_attach_core::options::defaults::fill_unset(&mut env);
+    if !env.contains("ROCPROF_OUTPUT_PATH") {
+        env.set("ROCPROF_OUTPUT_PATH", "%cwd%");
+    }
+    super::will::note_owner();
+    let servers = super::will::start(injector.program(), plan, log);
+    let routed = super::will::Servers {
+        by_pid: &servers,
+        spare: injector,
+    };
+    let out = session::attach(
+        plan,
+        &env,
+        session::DEFAULT_PARALLEL,
+        &routed,
+        &events(log),
+        &|| false,
+    );
+    Attached {
+        attached: out.attached,
+        failures: out.failures,
+        servers,
+    }
 }
 
 /// Store the sessions (and the tree list) of what was attached, each with its agent server; the

@@ -88,7 +88,7 @@ extern "C" fn on_exit() {
         return;
     }
     // Never panic or block here: a call in flight holds its slot, not the lock, for long.
-    let _ = std::panic::catch_unwind(|| super::sessions::forget_wills());
+    let _ = std::panic::catch_unwind(super::sessions::forget_wills);
 }
 
 /// Runs [`on_exit`] at `exit` and at `dlclose`, not at a kill.
