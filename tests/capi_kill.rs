@@ -219,6 +219,37 @@ fn a_host_killed_during_its_detach_call_is_finished_by_its_agent_server() {
 }
 
 #[test]
+fn a_host_killed_while_it_finishes_a_session_left_active_is_finished_by_its_agent_server() {
+    let layout = Layout::install();
+    let gates = tempfile::tempdir().unwrap();
+    let gate = gates.path().join("open");
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_DETACH_GATE".into(), gate.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    // A session left active by a host that exited without detaching.
+    let (code, out, err) = start(&layout, &["attach", &p], first.path()).finish();
+    assert_eq!(
+        (code, status_of(&out, &format!("attach {p}"))),
+        (0, 0),
+        "{err}"
+    );
+    wait_until(Duration::from_secs(20), || servers_of(&layout).is_empty());
+    // Another host finishes it (rocattach_detach of a process it did not attach), killed during
+    // that detach call.
+    let h = start(&layout, &["detach", &p], first.path());
+    let listener = t.listener();
+    wait_until(Duration::from_secs(30), || tracer_pid(t.pid, listener) != 0);
+    let servers = servers_of(&layout);
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    kill_host(h);
+    std::fs::write(&gate, "").unwrap();
+    finished_by_its_server(&t, first.path(), second.path(), &servers);
+}
+
+#[test]
 fn a_host_that_exits_without_detaching_leaves_its_session_active_as_rocattach_does() {
     let layout = Layout::install();
     let t = Target::spawn(TargetOpts::default());

@@ -550,14 +550,21 @@ fn finish(pid: i32, log: &Log) -> Status {
         ));
     }
     match session::lookup(pid) {
-        Ok(attachment) => detach_taken(
-            vec![Session {
-                attachment,
-                claim: Some(claim),
-                agents: None,
-            }],
-            log,
-        ),
+        Ok(attachment) => {
+            // An agent server holding the will runs the detach, so that a host killed during
+            // this call leaves the session finished too.
+            let agents = injector(log)
+                .ok()
+                .and_then(|i| super::will::start_for_detach(i.program(), &attachment, &claim, log));
+            detach_taken(
+                vec![Session {
+                    attachment,
+                    claim: Some(claim),
+                    agents,
+                }],
+                log,
+            )
+        }
         Err(e) => {
             let mut claim = claim;
             if matches!(e, Error::ProcessGone { .. }) {

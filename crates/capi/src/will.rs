@@ -8,7 +8,8 @@
 //! the window; the detach ends it ([`end`]). If the host is killed at any moment (during its
 //! attach call, the window, or its detach call), the server sees the socket close and finishes
 //! the session as the CLI's does: the detach the host had not sent, the output the tool writes
-//! in it, and the claim record.
+//! in it, and the claim record. A `rocattach_detach` of a session another front end left active
+//! runs its detach through a server of its own with that session's will ([`start_for_detach`]).
 //!
 //! A host that exits normally (`exit`, a return from `main`, Python's interpreter exit) without
 //! calling `rocattach_detach` keeps rocattach's behaviour: its sessions stay active (the tool
@@ -17,7 +18,8 @@
 //! by `dlclose`, never by a kill) takes the wills back first.
 
 use super::log::Log;
-use rocprof_attach_core::session::{self, Injector, Plan};
+use rocprof_attach_core::claims::Claim;
+use rocprof_attach_core::session::{self, Attachment, Injector, Plan};
 use rocprof_engine::agent::{self, Agents, CallTimeouts};
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,6 +42,27 @@ pub fn start(program: &Path, plan: &Plan, log: &Log) -> HashMap<i32, Agents> {
         }
     }
     by_pid
+}
+
+/// An agent server holding the will of a session about to be detached (one another front end
+/// left active): None, logged, when it cannot be started (the detach then runs in an agent
+/// program of its own).
+pub fn start_for_detach(
+    program: &Path,
+    a: &Attachment,
+    claim: &Claim,
+    log: &Log,
+) -> Option<Agents> {
+    match Agents::exec(program, CallTimeouts::default()) {
+        Ok(agents) => {
+            session::will::leave_detach(&agents, a, Some(claim));
+            Some(agents)
+        }
+        Err(e) => {
+            log.warn(&format!("process {}: {e}", a.pid));
+            None
+        }
+    }
 }
 
 /// Runs each process's jobs through its agent server ([`start`]); a process without one through

@@ -73,6 +73,36 @@ pub fn leave_for(agents: &Agents, plan: &Plan, pids: &[i32]) -> bool {
     left
 }
 
+/// Hand `agents`' server the will for one session found active and about to be detached (a
+/// session another front end left, finished by `rocprof-attach --detach` or `rocattach_detach`):
+/// its detach call, made unless the detach sent through this server ran to its end, and its
+/// claim's records. False when there is no server.
+pub fn leave_detach(agents: &Agents, a: &super::Attachment, claim: Option<&Claim>) -> bool {
+    let Some(server) = agents.server_pid() else {
+        return false;
+    };
+    let (file, record) = match claim.and_then(|c| claim_file(c, server)) {
+        Some((f, r)) => (Some(f), Some(r)),
+        None => (None, None),
+    };
+    let will = Will {
+        items: vec![WillItem {
+            target: agent::Target {
+                pid: a.pid,
+                tid: a.listener_tid,
+                site: a.site,
+                function: a.detach_function,
+            },
+            job: a.cuda.is_none().then_some(Job::Detach),
+            file: record,
+            only_after: None,
+        }],
+        timeouts: agents.timeouts(),
+    };
+    let fds: Vec<_> = file.iter().map(|f| f.as_fd()).collect();
+    agents.set_will(&will, &fds)
+}
+
 /// A copy of `c`'s file descriptor and the records the agent writes into it.
 fn claim_file(c: &Claim, agent: i32) -> Option<(std::fs::File, WillFile)> {
     let f = c.file().try_clone().ok()?;
