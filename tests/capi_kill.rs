@@ -137,6 +137,45 @@ fn a_host_killed_in_its_window_is_finished_by_its_agent_server() {
     finished_by_its_server(&t, first.path(), second.path(), &servers);
 }
 
+#[test]
+fn a_host_killed_after_a_tree_attach_has_each_process_finished_by_its_agent_server() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts {
+        exec_child: true,
+        ..Default::default()
+    });
+    let child = t.exec_child.unwrap();
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    let mut h = start(&layout, &["attach_tree", &p, "wait"], first.path());
+    assert_eq!(h.expect("attach_tree "), format!("attach_tree {p} 0"));
+    h.expect("waiting");
+    let servers = servers_of(&layout);
+    assert_eq!(servers.len(), 2, "one server per process: {servers:?}");
+    kill_host(h);
+    wait_until(Duration::from_secs(30), || {
+        servers.iter().all(|&s| !pid_alive(s))
+    });
+    for pid in [t.pid, child] {
+        assert_eq!(calls_of(&t.log, pid), ["attach=0", "detach=0"], "{pid}");
+        assert!(
+            files_in(first.path())
+                .iter()
+                .any(|f| f.to_str().unwrap().contains(&format!("/{pid}_"))),
+            "output of {pid}: {:?}",
+            files_in(first.path())
+        );
+    }
+    // Both claims released: a plain tree attach (the CLI's default) works at once.
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(code, 0, "{stderr}");
+    for pid in [t.pid, child] {
+        assert_eq!(calls_of(&t.log, pid).len(), 4, "{pid}");
+        assert_eq!(stopped_threads(pid), Vec::<i32>::new());
+    }
+    t.assert_heartbeat();
+}
+
 /// The host's fork (a process this test started): killed, and gone, when dropped.
 struct Forked(i32);
 

@@ -29,8 +29,8 @@ use std::path::Path;
 /// killed during its session then leaves it for `rocprof-attach --detach`).
 pub fn start(program: &Path, plan: &Plan, log: &Log) -> HashMap<i32, Agents> {
     let mut by_pid = HashMap::new();
-    for pid in plan.pids() {
-        match Agents::exec(program, CallTimeouts::default()) {
+    for (pid, started) in spawn_all(program, &plan.pids()) {
+        match started {
             Ok(agents) => {
                 session::will::leave_for(&agents, plan, &[pid]);
                 by_pid.insert(pid, agents);
@@ -42,6 +42,24 @@ pub fn start(program: &Path, plan: &Plan, log: &Log) -> HashMap<i32, Agents> {
         }
     }
     by_pid
+}
+
+/// Start one server per process of `pids`, several at once for a tree (each start is an `exec`
+/// and a reply): at most [`session::DEFAULT_PARALLEL`] threads, for this call only.
+fn spawn_all(program: &Path, pids: &[i32]) -> Vec<(i32, rocprof_engine::Result<Agents>)> {
+    let one = |pid: i32| (pid, Agents::exec(program, CallTimeouts::default()));
+    if pids.len() < 2 {
+        return pids.iter().map(|&p| one(p)).collect();
+    }
+    let mut out = Vec::with_capacity(pids.len());
+    for chunk in pids.chunks(session::DEFAULT_PARALLEL) {
+        std::thread::scope(|s| {
+            let started: Vec<_> = chunk.iter().map(|&p| s.spawn(move || one(p))).collect();
+            // A start that panicked (a bug) leaves its process without a server.
+            out.extend(started.into_iter().filter_map(|h| h.join().ok()));
+        });
+    }
+    out
 }
 
 /// An agent server holding the will of a session about to be detached (one another front end
