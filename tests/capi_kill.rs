@@ -313,6 +313,11 @@ fn a_host_that_exits_without_detaching_leaves_its_session_active_as_rocattach_do
     let (out, err) = run(&layout.lib(), &["detach", &p], &[]);
     assert_eq!(status_of(&out, &format!("detach {p}")), 0, "{err}");
     assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
+    // The detach's server closed its copy of the claim's lock before the call returned (it
+    // closes its socket, which the call waits for, when it exits): a plain attach works at once.
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(code, 0, "{stderr}");
+    wait_until(Duration::from_secs(10), || servers_of(&layout).is_empty());
     t.assert_heartbeat();
 }
 
