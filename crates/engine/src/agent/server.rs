@@ -28,10 +28,9 @@
 //! inherited but its socket, watches the caller's process as well as the socket (a fork of the
 //! caller may hold a copy of the socket: the caller's death is what counts), says which version
 //! and process it is before anything is sent, and the caller knows it has ended when its socket
-//! does. Either way
-//! the front end ends the server with an explicit end message before it closes the socket, so a
-//! copy of the socket that a fork of the front end kept open cannot keep the server (and the
-//! front end waiting for it) alive.
+//! does. Either way the front end ends the server with an explicit end message before it closes
+//! the socket, so a copy of the socket that a fork of the front end kept open cannot keep the
+//! server (and the front end waiting for it) alive.
 
 use super::will::{self, Will};
 use super::{

@@ -57,17 +57,26 @@ impl AgentServer {
         let (version, pid) = match hello.as_deref().map(|h| h.split_once(' ')) {
             Ok(Some((v, pid))) => (v.to_string(), pid.parse().unwrap_or(0)),
             Ok(None) => (hello.clone().unwrap_or_default(), 0),
-            Err(msg) => return Err(fail(msg.clone())),
+            Err(msg) => {
+                server
+                    .pending
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(fail(msg.clone()));
+            }
         };
         server.pid = Pid::from_raw(pid);
-        match version {
-            v if v == env!("CARGO_PKG_VERSION") && pid > 0 => Ok(server),
-            version => Err(fail(format!(
-                "the agent is version {version} but the library calling it is {}: install both \
-                 from the same build (or point ROCATTACH_AGENT at the matching binary)",
-                env!("CARGO_PKG_VERSION")
-            ))),
+        if version == env!("CARGO_PKG_VERSION") && pid > 0 {
+            return Ok(server);
         }
+        // Told to end, not waited for: it may be another program, or hung.
+        server
+            .pending
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Err(fail(format!(
+            "the agent is version {version} but the library calling it is {}: install both from \
+             the same build (or point ROCATTACH_AGENT at the matching binary)",
+            env!("CARGO_PKG_VERSION")
+        )))
     }
 
     /// The first message of a server started by [`AgentServer::spawn`]: its version and
