@@ -176,6 +176,38 @@ fn a_host_killed_after_a_tree_attach_has_each_process_finished_by_its_agent_serv
     t.assert_heartbeat();
 }
 
+#[test]
+fn without_its_agent_server_a_session_still_runs_with_an_agent_per_injection() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let first = tempfile::tempdir().unwrap();
+    let p = t.pid.to_string();
+    // An agent program that refuses to be a server (an older rocprof-attach, say).
+    let bin = layout.path("bin/rocprof-attach");
+    let wrapper = first.path().join("agent.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = __agent-server ] && exit 2\nexec {} \"$@\"\n",
+            bin.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut env = session_env(first.path());
+    env.push(("ROCATTACH_AGENT", Some(wrapper.to_str().unwrap().into())));
+    let env: Vec<(&str, Option<&str>)> = env.iter().map(|(k, v)| (*k, v.as_deref())).collect();
+    let (out, err) = run(&layout.lib(), &["attach", &p, "detach", &p], &env);
+    assert_eq!(status_of(&out, &format!("attach {p}")), 0, "{err}");
+    assert_eq!(status_of(&out, &format!("detach {p}")), 0, "{err}");
+    assert!(
+        err.contains("starting the agent server") && err.contains("rocprof-attach --detach -p"),
+        "the warning says what a killed host would leave: {err}"
+    );
+    assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
+}
+
 /// The host's fork (a process this test started): killed, and gone, when dropped.
 struct Forked(i32);
 
