@@ -14,7 +14,7 @@
 //! A host that exits normally (`exit`, a return from `main`, Python's interpreter exit) without
 //! calling `rocattach_detach` keeps rocattach's behaviour: its sessions stay active (the tool
 //! writes its output when the target exits) and their claims say so, for `rocattach_detach(pid)`
-//! or `rocprof-attach --detach -p PID`. The library's destructor ([`on_exit`], run by `exit` and
+//! or `rocprof-attach --detach -p PID`. The library's destructor (`on_exit`, run by `exit` and
 //! by `dlclose`, never by a kill) takes the wills back first.
 
 use super::log::Log;
@@ -117,7 +117,8 @@ pub fn end(agents: Agents) {
 /// sessions' servers' trust: [`on_exit`] acts in this process only).
 static OWNER: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 
-/// Remember the process that starts servers (see [`OWNER`]).
+/// Remember the process that starts servers (a fork of it inherits the sessions, not the right
+/// to tell their servers anything at its exit).
 pub fn note_owner() {
     OWNER.get_or_init(std::process::id);
 }
