@@ -6,7 +6,8 @@
 //! Measured, in one run:
 //! * attach+detach through the C ABI: a C host dlopens the installed library and calls
 //!   `rocattach_attach` / `rocattach_detach` N times; wall time per pair, the host's own CPU and
-//!   its children's (the `rocprof-attach __agent` processes) per pair;
+//!   that of the agent servers (`rocprof-attach __agent-server`, one per attached process; the
+//!   host makes itself a child subreaper to count them) per pair;
 //! * the same through the CLI: `rocprof-attach -p PID --attach-duration-msec 1`, wall time and
 //!   CPU per session (includes the CLI's start-up and the output listing);
 //! * the host's CPU over a 3 s window while the target is attached through the library (the
@@ -19,8 +20,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+/// `target/release`, or `BENCH_CAPI_DIR` (e.g. to compare two debug builds).
 fn release_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release")
+    std::env::var_os("BENCH_CAPI_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release"))
 }
 
 fn children_cpu_us() -> u64 {

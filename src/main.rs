@@ -11,6 +11,14 @@ fn main() {
     {
         rocprof_attach::engine::agent::exec::agent_stdio_main();
     }
+    // Hidden: the agent server the rocattach C library starts for each session it attaches.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(
+            rocprof_attach::engine::agent::server::SERVER_ARG,
+        ))
+    {
+        rocprof_attach::engine::agent::server::serve_stdin();
+    }
     // An attach session forks its agent server first thing, while the process is small.
     if rocprof_attach::cli::starts_a_session(std::env::args_os().skip(1)) {
         rocprof_attach::engine::agent::prestart();

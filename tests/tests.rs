@@ -19,6 +19,7 @@ mod rocpd_common;
 // Attaching: preflight, sessions, front ends, safety (faults, soak and storm run the binary)
 mod capi;
 mod capi_faults;
+mod capi_kill;
 mod checked_input;
 mod claims;
 mod cuda;

@@ -1,5 +1,7 @@
-//! The library's [`Injector`]: every injection runs in a `rocprof-attach __agent` process
-//! started with `exec` ([`rocprof_engine::agent::exec`]), never in a fork of the host.
+//! The agent executable, and the library's spare [`Injector`]: an injection of a process that
+//! has no agent server ([`super::will`]: none could be started) runs in a `rocprof-attach
+//! __agent` process started with `exec` ([`rocprof_engine::agent::exec`]), never in a fork of
+//! the host.
 //!
 //! The agent executable is found, in order: `ROCATTACH_AGENT` (ignored in a secure-execution
 //! host), then `rocprof-attach` next to this library, in `../bin`, `../../bin` (for

@@ -8,8 +8,10 @@
 //!
 //! * the host's environment is read at each call: `ROCPROF_ATTACH_TOOL_LIBRARY`, the `ROCP*`
 //!   variables sent to the target, `ROCATTACH_LOG_LEVEL`, with the AT_SECURE rules;
-//! * the host is never forked without `exec`: each injection runs in a `rocprof-attach __agent`
-//!   process ([`agent`]), which finishes and restores the target on its own if the host dies;
+//! * the host is never forked without `exec`: each attached process has an agent server started
+//!   with `exec` (`rocprof-attach __agent-server`, [`will`]) that runs its attach and detach,
+//!   finishes and restores the target on its own if the host dies mid-sequence, and finishes the
+//!   session (detach, output, claim) if the host is killed at any moment before its detach;
 //! * no thread of ours runs between calls and none spins during one;
 //! * sessions live in a map under a mutex that is never held across ptrace work
 //!   ([`sessions`]), so two host threads can attach different PIDs at once;
@@ -22,6 +24,7 @@ pub mod agent;
 pub mod log;
 pub mod sessions;
 pub mod status;
+pub mod will;
 
 use status::Status;
 use std::ffi::c_char;

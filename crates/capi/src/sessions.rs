@@ -4,31 +4,44 @@
 //! call first reserves its PIDs (a second call for the same PID gets status 2 at once), releases
 //! the lock, attaches or detaches, then records the result. Calls from several host threads on
 //! different PIDs therefore run at the same time. Between calls nothing of ours runs: no thread,
-//! no tracer (each attach and detach is one short agent process).
+//! no tracer; each attached process has its idle agent server ([`super::will`]), which runs its
+//! attach and detach and finishes the session should the host die.
 
 use super::agent::{self, ExecInjector};
 use super::log::Log;
 use super::status::{self, Status};
 use rocprof_attach_core::claims::{Claim, Holder, Purpose, State, FRONT_END_LIBRARY};
 use rocprof_attach_core::envbuf::EnvList;
-use rocprof_attach_core::preflight::{self, LISTENER_COMM};
+use rocprof_attach_core::preflight;
 use rocprof_attach_core::session::{self, AttachRequest, Attachment, DetachOutcome, Event, Plan};
 use rocprof_attach_core::targets::{self, TargetSelection};
-use rocprof_attach_core::toolpath::{self, DEFAULT_TOOL};
+use rocprof_attach_core::toolpath;
 use rocprof_attach_core::Error;
-use rocprof_engine::procfs;
+use rocprof_engine::agent::Agents;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-/// The variable the tool library string is read from (docs/protocol.md section 5.4).
-pub const TOOL_VARIABLE: &str = "ROCPROF_ATTACH_TOOL_LIBRARY";
+mod checks;
+pub use checks::TOOL_VARIABLE;
+use checks::{precheck, tool_string};
 
 #[derive(Debug)]
 enum Slot {
     /// An attach or detach of this PID is running in some thread.
     Busy,
-    /// Attached; what a detach needs, and the claim on the process (one session per target).
-    Attached(Box<(Attachment, Option<Claim>)>),
+    /// Attached.
+    Attached(Box<Session>),
+}
+
+/// One attached process.
+#[derive(Debug)]
+struct Session {
+    /// What a detach needs.
+    attachment: Attachment,
+    /// The claim on the process (one session per target).
+    claim: Option<Claim>,
+    /// Its agent server, holding the will (None when it could not be started).
+    agents: Option<Agents>,
 }
 
 #[derive(Debug, Default)]
@@ -100,78 +113,6 @@ fn release(pids: &[i32]) {
             }
         }
     });
-}
-
-/// The tool library string as rocattach chooses it: `ROCPROF_ATTACH_TOOL_LIBRARY` verbatim, else
-/// the default soname; the override is ignored in a secure-execution host.
-fn tool_string(log: &Log) -> Result<String, Status> {
-    let Some(v) = std::env::var_os(TOOL_VARIABLE) else {
-        return Ok(DEFAULT_TOOL.to_string());
-    };
-    if toolpath::at_secure() {
-        log.warn(&format!(
-            "ignoring {TOOL_VARIABLE} because this process runs in a secure-execution context (setuid, setgid \
-             or file capabilities); using {DEFAULT_TOOL}"
-        ));
-        return Ok(DEFAULT_TOOL.to_string());
-    }
-    let Ok(v) = v.into_string() else {
-        log.error(&format!(
-            "{TOOL_VARIABLE} is not valid UTF-8: set it to the path of librocprofiler-sdk-tool.so"
-        ));
-        return Err(Status::InvalidArgument);
-    };
-    if v.split(':').all(|e| e.trim().is_empty()) {
-        log.error(&format!(
-            "{TOOL_VARIABLE} is set but empty: set it to the tool library path (e.g. \
-             /opt/rocm/lib/rocprofiler-sdk/librocprofiler-sdk-tool.so) or unset it to use {DEFAULT_TOOL}"
-        ));
-        return Err(Status::InvalidArgument);
-    }
-    Ok(v)
-}
-
-/// Checks that need no ptrace, in rocattach's order: the tool string inside the target's root
-/// (absolute entries must exist and be regular ELF files: [`toolpath::validate`]), then the
-/// listener. A path that could not be checked is not reported here: the plan's preflight
-/// reports it again, after the access checks (as the CLI does), so a refused `/proc` read shows
-/// as what it is rather than as a warning about the tool.
-fn precheck(pid: i32, tool: &str, log: &Log) -> Result<(), Status> {
-    let fail = |e: Error| {
-        log_error(log, &e);
-        match e {
-            Error::NotAttachable { .. } => Status::InvalidArgument,
-            e => status::of_error(&e),
-        }
-    };
-    if !procfs::proc_dir(pid).exists() {
-        return Err(fail(Error::ProcessGone { pid }));
-    }
-    toolpath::validate(pid, tool).map_err(fail)?;
-    match procfs::threads_named(pid, LISTENER_COMM) {
-        Ok(t) if t.is_empty() => no_listener(pid, tool, log),
-        Ok(_) => Ok(()),
-        Err(e) => Err(fail(e.into())),
-    }
-}
-
-/// No listener thread was seen: the attach layer's preflight (the CLI's) says why. A process
-/// whose `/proc` files we may not read is a permission problem (status 5, with the CLI's message
-/// and fix), one that vanished is 6; a process that really has no listener is rocattach's 1,
-/// with the CLI's diagnosis (not started with `ROCP_TOOL_ATTACH=1`, a fork without exec, a
-/// `rocprofiler_configure` export, ...). A listener that started meanwhile goes on to the plan.
-fn no_listener(pid: i32, tool: &str, log: &Log) -> Result<(), Status> {
-    match preflight::check(pid, Some(tool)) {
-        Ok(_) => Ok(()),
-        Err(e @ Error::NotAttachable { .. }) => {
-            log.error(&e.to_string());
-            Err(Status::Error)
-        }
-        Err(e) => {
-            log_error(log, &e);
-            Err(status::of_error(&e))
-        }
-    }
 }
 
 /// An error line, and the CLI's permission hints (Yama, capabilities, containers) when the
@@ -313,22 +254,8 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
             false
         }
     });
-    let mut env = EnvList::from_process();
-    // Every session stands alone: the register keeps what an earlier session set in the target,
-    // so what the host does not set is sent with its "not asked for" value (the tool's default
-    // output directory, %cwd%, included).
-    rocprof_attach_core::options::defaults::fill_unset(&mut env);
-    if !env.contains("ROCPROF_OUTPUT_PATH") {
-        env.set("ROCPROF_OUTPUT_PATH", "%cwd%");
-    }
-    let out = session::attach(
-        &plan,
-        &env,
-        session::DEFAULT_PARALLEL,
-        &*injector,
-        &on_event,
-        &|| false,
-    );
+    let out = attach_planned(&plan, &injector, log);
+    record(pid, tree, &plan, out.attached, out.servers);
     for f in &out.failures {
         log_error(log, &f.error);
         if f.pid == pid {
@@ -337,27 +264,99 @@ fn attach_reserved(pid: i32, tree: bool, tool: &str, log: &Log, reserved: &mut V
         }
         last = status::of_error(&f.error);
     }
-    record(pid, tree, &plan, out.attached);
     last
 }
 
-/// Store the sessions (and the tree list) of what was attached.
-fn record(root: i32, tree: bool, plan: &Plan, attached: Vec<Attachment>) {
+/// What [`attach_planned`] did: the attach's outcome, and the agent server of each process.
+struct Attached {
+    attached: Vec<Attachment>,
+    failures: Vec<session::Failure>,
+    servers: HashMap<i32, Agents>,
+}
+
+/// Attach the processes of `plan`, each through its own agent server holding its will (which
+/// later runs its detach too), with the host's environment.
+fn attach_planned(plan: &Plan, injector: &ExecInjector, log: &Log) -> Attached {
+    let mut env = EnvList::from_process();
+    // Every session stands alone: the register keeps what an earlier session set in the target,
+    // so what the host does not set is sent with its "not asked for" value (the tool's default
+    // output directory, %cwd%, included).
+    rocprof_attach_core::options::defaults::fill_unset(&mut env);
+    if !env.contains("ROCPROF_OUTPUT_PATH") {
+        env.set("ROCPROF_OUTPUT_PATH", "%cwd%");
+    }
+    super::will::note_owner();
+    let servers = super::will::start(injector.program(), plan, log);
+    let routed = super::will::Servers {
+        by_pid: &servers,
+        spare: injector,
+    };
+    let out = session::attach(
+        plan,
+        &env,
+        session::DEFAULT_PARALLEL,
+        &routed,
+        &events(log),
+        &|| false,
+    );
+    Attached {
+        attached: out.attached,
+        failures: out.failures,
+        servers,
+    }
+}
+
+/// Store the sessions (and the tree list) of what was attached, each with its agent server; the
+/// servers of the processes that were not attached end (nothing to finish there).
+fn record(
+    root: i32,
+    tree: bool,
+    plan: &Plan,
+    attached: Vec<Attachment>,
+    mut servers: HashMap<i32, Agents>,
+) {
     // Plan order: root first, descendants breadth-first.
     let order: Vec<i32> = plan
         .pids()
         .into_iter()
         .filter(|p| attached.iter().any(|a| a.pid == *p))
         .collect();
+    let sessions: Vec<Session> = attached
+        .into_iter()
+        .map(|a| Session {
+            claim: plan.claims.take(a.pid),
+            agents: servers.remove(&a.pid),
+            attachment: a,
+        })
+        .collect();
+    // Their claims were settled by the attach (nothing active).
+    servers.into_values().for_each(super::will::end);
     with_registry(|r| {
-        for a in attached {
-            let claim = plan.claims.take(a.pid);
-            r.slots.insert(a.pid, Slot::Attached(Box::new((a, claim))));
+        for s in sessions {
+            r.slots
+                .insert(s.attachment.pid, Slot::Attached(Box::new(s)));
         }
         if tree && order.first() == Some(&root) {
             r.trees.insert(root, order);
         }
     });
+}
+
+/// The host is exiting normally: every attached session stays active, as rocattach leaves it
+/// ([`super::will`]); its server is told not to finish it. Never waits for the lock.
+pub(crate) fn forget_wills() {
+    let guard = match REGISTRY.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return,
+    };
+    for slot in guard.iter().flat_map(|r| r.slots.values()) {
+        if let Slot::Attached(s) = slot {
+            if let Some(agents) = &s.agents {
+                session::will::take_back(agents);
+            }
+        }
+    }
 }
 
 /// `rocattach_detach`: one PID, or every session with `pid == 0` (always success).
@@ -421,7 +420,7 @@ pub fn detach_tree(pid: i32, log: &Log) -> Status {
 }
 
 /// Mark the attached sessions among `pids` (all when None) busy and return them in order.
-fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<(Attachment, Option<Claim>)> {
+fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<Session> {
     let wanted: Vec<i32> = match pids {
         Some(p) => p.to_vec(),
         None => {
@@ -443,14 +442,21 @@ fn take_attached(r: &mut Registry, pids: Option<&[i32]>) -> Vec<(Attachment, Opt
     out
 }
 
-/// Detach `taken` (their slots are busy), remove the sessions, return the last error or 0. A
-/// failed detach leaves the record of an active session in its claim.
-fn detach_taken(taken: Vec<(Attachment, Option<Claim>)>, log: &Log) -> Status {
+/// Detach `taken` (their slots are busy) through their agent servers, remove the sessions, end
+/// the servers, return the last error or 0. A failed detach leaves the record of an active
+/// session in its claim.
+fn detach_taken(taken: Vec<Session>, log: &Log) -> Status {
     if taken.is_empty() {
         return Status::Success;
     }
-    let (attachments, mut claims): (Vec<Attachment>, Vec<Option<Claim>>) =
-        taken.into_iter().unzip();
+    let mut attachments = Vec::with_capacity(taken.len());
+    let mut claims = Vec::with_capacity(taken.len());
+    let mut servers = HashMap::new();
+    for s in taken {
+        servers.extend(s.agents.map(|a| (s.attachment.pid, a)));
+        claims.push(s.claim);
+        attachments.push(s.attachment);
+    }
     let pids: Vec<i32> = attachments.iter().map(|a| a.pid).collect();
     for c in claims.iter_mut().flatten() {
         c.set(State::Detaching);
@@ -461,7 +467,10 @@ fn detach_taken(taken: Vec<(Attachment, Option<Claim>)>, log: &Log) -> Status {
             &attachments,
             session::DEFAULT_PARALLEL,
             true,
-            &*injector,
+            &super::will::Servers {
+                by_pid: &servers,
+                spare: &*injector,
+            },
             &events(log),
         )),
     };
@@ -483,6 +492,9 @@ fn detach_taken(taken: Vec<(Attachment, Option<Claim>)>, log: &Log) -> Status {
             _ => c.set(State::Claimed),
         }
     }
+    // The claims are settled: the servers have nothing left to finish (and close their copies
+    // of the claims' locks before ours close).
+    servers.into_values().for_each(super::will::end);
     drop(claims);
     // The sessions end whatever happened (as rocattach does); one whose detach failed stays
     // recorded as active, so a later attach is refused until rocattach_detach finishes it.
@@ -538,7 +550,21 @@ fn finish(pid: i32, log: &Log) -> Status {
         ));
     }
     match session::lookup(pid) {
-        Ok(a) => detach_taken(vec![(a, Some(claim))], log),
+        Ok(attachment) => {
+            // An agent server holding the will runs the detach, so that a host killed during
+            // this call leaves the session finished too.
+            let agents = injector(log)
+                .ok()
+                .and_then(|i| super::will::start_for_detach(i.program(), &attachment, &claim, log));
+            detach_taken(
+                vec![Session {
+                    attachment,
+                    claim: Some(claim),
+                    agents,
+                }],
+                log,
+            )
+        }
         Err(e) => {
             let mut claim = claim;
             if matches!(e, Error::ProcessGone { .. }) {

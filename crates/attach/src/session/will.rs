@@ -28,15 +28,21 @@ use std::os::fd::AsFd;
 /// False when there is no server to finish anything (a front end killed during the session
 /// would then leave it active, for `rocprof-attach --detach`).
 pub fn leave(agents: &Agents, plan: &Plan) -> bool {
+    leave_for(agents, plan, &plan.pids())
+}
+
+/// [`leave`] for the processes `pids` of `plan` only (a front end with one server per process,
+/// the rocattach C library, hands each server the will of its own process).
+pub fn leave_for(agents: &Agents, plan: &Plan, pids: &[i32]) -> bool {
     let Some(server) = agents.server_pid() else {
         return false;
     };
     let mut will = Will {
-        items: Vec::with_capacity(plan.targets.len()),
+        items: Vec::with_capacity(pids.len()),
         timeouts: agents.timeouts(),
     };
     let mut files = Vec::new();
-    for p in &plan.targets {
+    for p in plan.targets.iter().filter(|p| pids.contains(&p.report.pid)) {
         let pid = p.report.pid;
         let claimed = plan.claims.with(pid, |c| claim_file(c, server)).flatten();
         let (fd, record) = match claimed {
@@ -62,9 +68,39 @@ pub fn leave(agents: &Agents, plan: &Plan) -> bool {
     tracing::debug!(
         "session: {} the agent server (pid {server}) the detach of {} process(es) should the front end die",
         if left { "handed" } else { "could not hand" },
-        plan.targets.len()
+        will.items.len()
     );
     left
+}
+
+/// Hand `agents`' server the will for one session found active and about to be detached (a
+/// session another front end left, finished by `rocprof-attach --detach` or `rocattach_detach`):
+/// its detach call, made unless the detach sent through this server ran to its end, and its
+/// claim's records. False when there is no server.
+pub fn leave_detach(agents: &Agents, a: &super::Attachment, claim: Option<&Claim>) -> bool {
+    let Some(server) = agents.server_pid() else {
+        return false;
+    };
+    let (file, record) = match claim.and_then(|c| claim_file(c, server)) {
+        Some((f, r)) => (Some(f), Some(r)),
+        None => (None, None),
+    };
+    let will = Will {
+        items: vec![WillItem {
+            target: agent::Target {
+                pid: a.pid,
+                tid: a.listener_tid,
+                site: a.site,
+                function: a.detach_function,
+            },
+            job: a.cuda.is_none().then_some(Job::Detach),
+            file: record,
+            only_after: None,
+        }],
+        timeouts: agents.timeouts(),
+    };
+    let fds: Vec<_> = file.iter().map(|f| f.as_fd()).collect();
+    agents.set_will(&will, &fds)
 }
 
 /// A copy of `c`'s file descriptor and the records the agent writes into it.

@@ -214,11 +214,28 @@ impl Default for CallTimeouts {
 }
 
 /// Where agents come from: the [`server::AgentServer`] when it could be started (cheap forks of
-/// a small process), else a fork of this process ([`run`]).
+/// a small process), else a fork of this process ([`run`]); for a caller that must not fork
+/// ([`Agents::exec`]), a server started as a program, else one agent program per job
+/// ([`exec::run_exec`]).
 #[derive(Debug)]
 pub struct Agents {
     server: Option<server::AgentServer>,
     timeouts: CallTimeouts,
+    /// How a job runs without the server.
+    spare: Spare,
+}
+
+/// How [`Agents`] runs a job when it has no server (it could not be started, or was killed).
+#[derive(Debug)]
+enum Spare {
+    /// A fork of this process ([`run`]).
+    Fork,
+    /// The agent program ([`exec::run_exec`]); agents that stay behind with a call that
+    /// outlived its timeout are kept to be reaped later.
+    Exec(
+        std::path::PathBuf,
+        std::sync::Mutex<Vec<std::process::Child>>,
+    ),
 }
 
 /// An agent server forked by [`prestart`], waiting for the session that [`Agents::start`] makes.
@@ -249,6 +266,32 @@ impl Agents {
         Agents {
             server: early.or_else(|| server::AgentServer::start().ok()),
             timeouts,
+            spare: Spare::Fork,
+        }
+    }
+
+    /// Start an agent server as a new process from `program` (the `rocprof-attach` binary), for
+    /// a caller that must never fork itself (a library loaded into someone else's process). Jobs
+    /// the server cannot take (it was killed) run in one agent program each, never in a fork.
+    pub fn exec(program: &std::path::Path, timeouts: CallTimeouts) -> Result<Agents> {
+        Ok(Agents {
+            server: Some(server::AgentServer::spawn(program)?),
+            timeouts,
+            spare: Spare::Exec(program.to_path_buf(), Default::default()),
+        })
+    }
+
+    /// Run `job` without the server: see [`Spare`].
+    fn run_spare(&self, target: &Target, job: &Job) -> Result<Outcome> {
+        match &self.spare {
+            Spare::Fork => run(target, job, self.timeouts),
+            Spare::Exec(program, pending) => {
+                let lock = || pending.lock().unwrap_or_else(|e| e.into_inner());
+                lock().retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+                let (result, leftover) = exec::run_exec(program, target, job, self.timeouts);
+                lock().extend(leftover);
+                result
+            }
         }
     }
 
@@ -282,9 +325,9 @@ impl Agents {
         let outcome = match &self.server {
             Some(server) => match server.run(target, job, self.timeouts)? {
                 Some(outcome) => outcome,
-                None => run(target, job, self.timeouts)?,
+                None => self.run_spare(target, job)?,
             },
-            None => run(target, job, self.timeouts)?,
+            None => self.run_spare(target, job)?,
         };
         outcome.log_steps(target, job.name());
         Ok(outcome)
@@ -312,7 +355,7 @@ impl Agents {
                     Some(r) => r?,
                     None => {
                         handed(i);
-                        run(target, job, self.timeouts)?
+                        self.run_spare(target, job)?
                     }
                 };
                 outcome.log_steps(target, job.name());

@@ -19,6 +19,18 @@
 //! sends its result line. A batch ([`AgentServer::run_all`]) numbers its jobs instead, and each
 //! result comes back on the socket as one message tagged with that number: no pipe, no passed
 //! descriptor and no `poll` over many pipes per job.
+//!
+//! A caller that must not fork itself (the rocattach C library, loaded into someone else's
+//! process) starts the server as a program instead ([`AgentServer::spawn`]: `rocprof-attach
+//! __agent-server`, its socket on the server's standard input). That program forks once and its
+//! first process exits, so the server is not a child of the caller (whose `wait` loops, SIGCHLD
+//! handlers and child counts it must not disturb); it closes every descriptor of the caller's it
+//! inherited but its socket, watches the caller's process as well as the socket (a fork of the
+//! caller may hold a copy of the socket: the caller's death is what counts), says which version
+//! and process it is before anything is sent, and the caller knows it has ended when its socket
+//! does. Either way the front end ends the server with an explicit end message before it closes
+//! the socket, so a copy of the socket that a fork of the front end kept open cannot keep the
+//! server (and the front end waiting for it) alive.
 
 use super::will::{self, Will};
 use super::{
@@ -36,6 +48,10 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex};
+
+mod spawned;
+use spawned::caller_alive;
+pub use spawned::{serve_stdin, SERVER_ARG};
 
 /// Largest job message (the environment buffer is at most a few hundred KiB).
 const MAX_REQUEST: usize = 8 << 20;
@@ -62,6 +78,9 @@ enum Message {
     SetWill { will: Will, append: bool },
     /// The front end finished its work itself: forget the will (and close its files).
     ClearWill,
+    /// The front end is done: exit once the jobs in flight are finished, as when the socket
+    /// closes (a will still set is carried out).
+    End,
 }
 
 /// Most file descriptors passed with one message (SCM_MAX_FD is 253).
@@ -81,6 +100,8 @@ pub struct AgentServer {
     batch: Mutex<Vec<u8>>,
     /// An agent stays behind with a call that outlived its wait: the server outlives us.
     pending: std::sync::atomic::AtomicBool,
+    /// Started by [`AgentServer::spawn`]: not our child, so its end is the socket's.
+    spawned: bool,
 }
 
 impl AgentServer {
@@ -96,7 +117,7 @@ impl AgentServer {
         match crate::ptrace::fork_agent()? {
             nix::unistd::ForkResult::Child => {
                 drop(front);
-                serve(back)
+                serve(back, None)
             }
             nix::unistd::ForkResult::Parent { child } => {
                 drop(back);
@@ -105,6 +126,7 @@ impl AgentServer {
                     pid: child,
                     batch: Mutex::new(Vec::new()),
                     pending: Default::default(),
+                    spawned: false,
                 })
             }
         }
@@ -314,11 +336,31 @@ fn send_message(sock: &OwnedFd, bytes: &[u8], fds: &[std::os::fd::RawFd]) -> boo
 
 impl Drop for AgentServer {
     fn drop(&mut self) {
-        // Closing the socket tells the server to exit once its agents are done. An agent that
-        // stays until the target continues (stopped by job control in our call) or until a slow
-        // call returns must not hold the front end: the server then finishes alone.
-        self.sock.take();
-        if !self.pending.load(std::sync::atomic::Ordering::Relaxed) {
+        // The end message (or the socket's end, should it not arrive) tells the server to exit
+        // once its agents are done. An agent that stays until the target continues (stopped by
+        // job control in our call) or until a slow call returns must not hold the front end: the
+        // server then finishes alone.
+        let Some(sock) = self.sock.take() else {
+            return;
+        };
+        if let Ok(bytes) = serde_json::to_vec(&Message::End) {
+            send_message(&sock, &bytes, &[]);
+        }
+        if self.pending.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        if self.spawned {
+            // Not our child: it has ended (and closed every file it held) when its socket has.
+            let mut buf = vec![0u8; MAX_RESULT];
+            loop {
+                match nix::sys::socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+                    Ok(0) => break,
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => break,
+                }
+            }
+        } else {
+            drop(sock);
             let _ = nix::sys::wait::waitpid(self.pid, None);
         }
     }
@@ -481,7 +523,7 @@ impl HeldWill {
 
 /// The server's loop: receive a job, hand it to an idle worker or a new one.
 // Long because: one receive loop with its message kinds, then the end (and the will).
-fn serve(sock: OwnedFd) -> ! {
+fn serve(sock: OwnedFd, caller: Option<OwnedFd>) -> ! {
     crate::ptrace::block_terminal_signals();
     let sock = Arc::new(sock);
     let mut buf = vec![0u8; MAX_REQUEST];
@@ -489,6 +531,9 @@ fn serve(sock: OwnedFd) -> ! {
     let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
     let mut held: Option<HeldWill> = None;
     loop {
+        if !caller_alive(&sock, caller.as_ref()) {
+            break; // the caller died; only a fork of it still holds the socket
+        }
         let mut space = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS]);
         let mut iov = [IoSliceMut::new(&mut buf)];
         let received = recvmsg::<()>(
@@ -533,6 +578,7 @@ fn serve(sock: OwnedFd) -> ! {
                 held = None;
                 continue;
             }
+            Ok(Message::End) => break,
             Err(_) => continue,
         };
         let fd = (!fds.is_empty()).then(|| fds.swap_remove(0));

@@ -130,6 +130,38 @@ fn detach_stdio() {
     }
 }
 
+/// Point standard input at /dev/null (the agent server started as a program, once it holds its
+/// own copy of the socket it was given as standard input).
+pub(crate) fn detach_stdin() {
+    // SAFETY: open and dup2 on a NUL-terminated literal and descriptors we own.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            if null > 0 {
+                libc::close(null);
+            }
+        }
+    }
+}
+
+/// Close every descriptor above 2 but `keep` (the agent server started as a program: what its
+/// caller left open without close-on-exec must not stay open, perhaps for hours, in it).
+pub(crate) fn close_other_fds(keep: &[std::os::fd::RawFd]) {
+    let open: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect(),
+        Err(_) => return,
+    };
+    for fd in open.into_iter().filter(|fd| *fd > 2 && !keep.contains(fd)) {
+        // SAFETY: closing a descriptor number; nothing in this fresh process uses the others (the
+        // directory's own descriptor is closed already, and closing it again is EBADF).
+        unsafe { libc::close(fd) };
+    }
+}
+
 /// End a forked child at once, without running the parent's atexit handlers or destructors.
 pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: _exit never returns; skipping destructors is exactly what a forked child needs.

@@ -1,0 +1,400 @@
+//! A host of the C library killed at any moment leaves no work for a person (issue 29, item 2),
+//! as the CLI's front end (tests/detach_after_kill.rs): SIGKILLed during its attach call, its
+//! window or its detach call, the session's agent server finishes the session (the detach the
+//! host had not sent, never a second one; the tool's output; the claim), so a plain attach right
+//! afterwards works. A host that exits normally without detaching keeps rocattach's behaviour:
+//! the session stays active until `rocattach_detach` or `rocprof-attach --detach` finishes it.
+//! The same for a Python host (the package's module, from the checkout).
+
+use crate::capi_common;
+use crate::claims::short;
+use crate::common;
+
+use capi_common::{calls_of, host, run, status_of, Host, Layout};
+use common::{pid_alive, tracer_pid, wait_until, Target, TargetOpts};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The agent servers started from `layout`'s `rocprof-attach` (its path is this test's own).
+fn servers_of(layout: &Layout) -> Vec<i32> {
+    let agent = layout.path("bin/rocprof-attach").canonicalize().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|exe| exe == agent)
+                && cmd.split(|&b| b == 0).nth(1) == Some(b"__agent-server".as_slice())
+        })
+        .filter(|&p| pid_alive(p))
+        .collect()
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_in(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Threads of `pid` in a stop (state T or t).
+fn stopped_threads(pid: i32) -> Vec<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).is_ok_and(|s| {
+                matches!(
+                    s.rsplit(')')
+                        .next()
+                        .and_then(|r| r.split_whitespace().next()),
+                    Some("T") | Some("t")
+                )
+            })
+        })
+        .collect()
+}
+
+/// The host's environment: the services and output a plain CLI session (`claims::short`, with
+/// `--kernel-trace`) asks for too (a reattach may not change them), synchronous output.
+fn session_env(out: &Path) -> Vec<(&'static str, Option<String>)> {
+    vec![
+        ("ROCPROF_KERNEL_TRACE", Some("1".into())),
+        ("ROCPROF_OUTPUT_PATH", Some(out.to_str().unwrap().into())),
+        ("ROCPROF_ATTACH_OUTPUT_GENERATION_SYNC", Some("1".into())),
+    ]
+}
+
+fn start(layout: &Layout, args: &[&str], out: &Path) -> Host {
+    let env = session_env(out);
+    let env: Vec<(&str, Option<&str>)> = env.iter().map(|(k, v)| (*k, v.as_deref())).collect();
+    host(&layout.lib(), args, &env)
+}
+
+/// SIGKILL the host and wait (bounded) until it is gone.
+fn kill_host(h: Host) {
+    kill(Pid::from_raw(h.child.id() as i32), Signal::SIGKILL).unwrap();
+    let (code, _, _) = h.finish();
+    assert_eq!(code, 128 + 9, "the host was killed");
+}
+
+/// After a killed host: a plain CLI session into `second` works at once (the claim was released,
+/// or is waited for while the server finishes), the target saw one attach and one detach per
+/// session (the killed one's detach came from its server), the killed session's output is in
+/// `first`, the `servers` end, and the target runs on, traced and stopped by nobody.
+fn finished_by_its_server(t: &Target, first: &Path, second: &Path, servers: &[i32]) {
+    let (code, _, stderr) = short(t, second);
+    assert_eq!(code, 0, "a plain attach after the killed host: {stderr}");
+    assert_eq!(
+        calls_of(&t.log, t.pid),
+        ["attach=0", "detach=0", "attach=0", "detach=0"],
+        "one detach per session, nothing sent twice"
+    );
+    assert!(
+        !files_in(first).is_empty(),
+        "the killed session's output was written"
+    );
+    assert!(!files_in(second).is_empty());
+    wait_until(Duration::from_secs(20), || {
+        servers.iter().all(|&s| !pid_alive(s))
+    });
+    assert!(t.alive());
+    assert_eq!(
+        tracer_pid(t.pid, t.listener()),
+        0,
+        "nobody traces the target"
+    );
+    assert_eq!(
+        stopped_threads(t.pid),
+        Vec::<i32>::new(),
+        "no thread stopped"
+    );
+    t.assert_heartbeat();
+}
+
+#[test]
+fn a_host_killed_in_its_window_is_finished_by_its_agent_server() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    let mut h = start(&layout, &["attach", &p, "children", "wait"], first.path());
+    assert_eq!(h.expect("attach "), format!("attach {p} 0"));
+    // One idle server for the window, which is not a child of the host.
+    assert_eq!(h.expect("children "), "children 0");
+    h.expect("waiting");
+    let servers = servers_of(&layout);
+    assert_eq!(servers.len(), 1, "one agent server: {servers:?}");
+    kill_host(h);
+    finished_by_its_server(&t, first.path(), second.path(), &servers);
+}
+
+#[test]
+fn a_host_killed_after_a_tree_attach_has_each_process_finished_by_its_agent_server() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts {
+        exec_child: true,
+        ..Default::default()
+    });
+    let child = t.exec_child.unwrap();
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    let mut h = start(&layout, &["attach_tree", &p, "wait"], first.path());
+    assert_eq!(h.expect("attach_tree "), format!("attach_tree {p} 0"));
+    h.expect("waiting");
+    let servers = servers_of(&layout);
+    assert_eq!(servers.len(), 2, "one server per process: {servers:?}");
+    kill_host(h);
+    wait_until(Duration::from_secs(30), || {
+        servers.iter().all(|&s| !pid_alive(s))
+    });
+    for pid in [t.pid, child] {
+        assert_eq!(calls_of(&t.log, pid), ["attach=0", "detach=0"], "{pid}");
+        assert!(
+            files_in(first.path())
+                .iter()
+                .any(|f| f.to_str().unwrap().contains(&format!("/{pid}_"))),
+            "output of {pid}: {:?}",
+            files_in(first.path())
+        );
+    }
+    // Both claims released: a plain tree attach (the CLI's default) works at once.
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(code, 0, "{stderr}");
+    for pid in [t.pid, child] {
+        assert_eq!(calls_of(&t.log, pid).len(), 4, "{pid}");
+        assert_eq!(stopped_threads(pid), Vec::<i32>::new());
+    }
+    t.assert_heartbeat();
+}
+
+#[test]
+fn without_its_agent_server_a_session_still_runs_with_an_agent_per_injection() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let first = tempfile::tempdir().unwrap();
+    let p = t.pid.to_string();
+    // An agent program that refuses to be a server (an older rocprof-attach, say).
+    let bin = layout.path("bin/rocprof-attach");
+    let wrapper = first.path().join("agent.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = __agent-server ] && exit 2\nexec {} \"$@\"\n",
+            bin.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut env = session_env(first.path());
+    env.push(("ROCATTACH_AGENT", Some(wrapper.to_str().unwrap().into())));
+    let env: Vec<(&str, Option<&str>)> = env.iter().map(|(k, v)| (*k, v.as_deref())).collect();
+    let (out, err) = run(&layout.lib(), &["attach", &p, "detach", &p], &env);
+    assert_eq!(status_of(&out, &format!("attach {p}")), 0, "{err}");
+    assert_eq!(status_of(&out, &format!("detach {p}")), 0, "{err}");
+    assert!(
+        err.contains("starting the agent server") && err.contains("rocprof-attach --detach -p"),
+        "the warning says what a killed host would leave: {err}"
+    );
+    assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
+}
+
+/// The host's fork (a process this test started): killed, and gone, when dropped.
+struct Forked(i32);
+
+impl Drop for Forked {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.0), Signal::SIGKILL);
+        wait_until(Duration::from_secs(10), || !pid_alive(self.0));
+    }
+}
+
+#[test]
+fn a_host_killed_while_a_fork_of_it_lives_on_is_finished_by_its_agent_server() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    // The fork keeps a copy of the host's socket to the server open: the server watches the host
+    // itself, and detaches (the tool writes its output) while the fork lives on.
+    let mut h = start(&layout, &["attach", &p, "fork", "wait"], first.path());
+    assert_eq!(h.expect("attach "), format!("attach {p} 0"));
+    let fork = Forked(h.expect("forked ")[7..].parse().unwrap());
+    h.expect("waiting");
+    let servers = servers_of(&layout);
+    kill_host(h);
+    wait_until(Duration::from_secs(30), || {
+        servers.iter().all(|&s| !pid_alive(s))
+    });
+    assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
+    assert!(!files_in(first.path()).is_empty(), "the output was written");
+    assert!(pid_alive(fork.0), "the fork lived on meanwhile");
+    // The fork also shares the host's claim lock (flock is per open file, which fork shares):
+    // once it has ended, a plain attach works.
+    drop(fork);
+    finished_by_its_server(&t, first.path(), second.path(), &servers);
+}
+
+#[test]
+fn a_host_killed_during_its_attach_call_is_finished_by_its_agent_server() {
+    let layout = Layout::install();
+    let gates = tempfile::tempdir().unwrap();
+    let gate = gates.path().join("open");
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_ATTACH_GATE".into(), gate.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    let h = start(&layout, &["attach", &p, "wait"], first.path());
+    // The attach call is running (held at the gate) while the server traces the listener.
+    let listener = t.listener();
+    wait_until(Duration::from_secs(30), || tracer_pid(t.pid, listener) != 0);
+    let servers = servers_of(&layout);
+    kill_host(h);
+    std::fs::write(&gate, "").unwrap();
+    // The attach runs to its end, then the server detaches.
+    finished_by_its_server(&t, first.path(), second.path(), &servers);
+}
+
+#[test]
+fn a_host_killed_during_its_detach_call_is_finished_by_its_agent_server() {
+    let layout = Layout::install();
+    let gates = tempfile::tempdir().unwrap();
+    let gate = gates.path().join("open");
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_DETACH_GATE".into(), gate.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    let mut h = start(&layout, &["attach", &p, "detach", &p], first.path());
+    assert_eq!(h.expect("attach "), format!("attach {p} 0"));
+    // The attach released the listener; the detach call holds it traced at the gate.
+    let listener = t.listener();
+    wait_until(Duration::from_secs(30), || tracer_pid(t.pid, listener) != 0);
+    let servers = servers_of(&layout);
+    kill_host(h);
+    std::fs::write(&gate, "").unwrap();
+    // The detach in flight ends; it is not sent again.
+    finished_by_its_server(&t, first.path(), second.path(), &servers);
+}
+
+#[test]
+fn a_host_killed_while_it_finishes_a_session_left_active_is_finished_by_its_agent_server() {
+    let layout = Layout::install();
+    let gates = tempfile::tempdir().unwrap();
+    let gate = gates.path().join("open");
+    let t = Target::spawn(TargetOpts {
+        env: vec![("STANDIN_DETACH_GATE".into(), gate.to_str().unwrap().into())],
+        ..Default::default()
+    });
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    // A session left active by a host that exited without detaching.
+    let (code, out, err) = start(&layout, &["attach", &p], first.path()).finish();
+    assert_eq!(
+        (code, status_of(&out, &format!("attach {p}"))),
+        (0, 0),
+        "{err}"
+    );
+    wait_until(Duration::from_secs(20), || servers_of(&layout).is_empty());
+    // Another host finishes it (rocattach_detach of a process it did not attach), killed during
+    // that detach call.
+    let h = start(&layout, &["detach", &p], first.path());
+    let listener = t.listener();
+    wait_until(Duration::from_secs(30), || tracer_pid(t.pid, listener) != 0);
+    let servers = servers_of(&layout);
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    kill_host(h);
+    std::fs::write(&gate, "").unwrap();
+    finished_by_its_server(&t, first.path(), second.path(), &servers);
+}
+
+#[test]
+fn a_host_that_exits_without_detaching_leaves_its_session_active_as_rocattach_does() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    let (code, out, err) = start(&layout, &["attach", &p], first.path()).finish();
+    assert_eq!(
+        (code, status_of(&out, &format!("attach {p}"))),
+        (0, 0),
+        "{err}"
+    );
+    // The server was told to leave the session as it is, and ends without a detach.
+    wait_until(Duration::from_secs(20), || servers_of(&layout).is_empty());
+    assert_eq!(calls_of(&t.log, t.pid), ["attach=0"]);
+    // Still active: a plain attach is refused with the fix, which finishes it.
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(code, 4, "{stderr}");
+    assert!(
+        stderr.contains(&format!("rocprof-attach --detach -p {p}")),
+        "{stderr}"
+    );
+    let (out, err) = run(&layout.lib(), &["detach", &p], &[]);
+    assert_eq!(status_of(&out, &format!("detach {p}")), 0, "{err}");
+    assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
+    // The detach's server closed its copy of the claim's lock before the call returned (it
+    // closes its socket, which the call waits for, when it exits): a plain attach works at once.
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(code, 0, "{stderr}");
+    wait_until(Duration::from_secs(10), || servers_of(&layout).is_empty());
+    t.assert_heartbeat();
+}
+
+#[test]
+fn a_python_host_killed_in_its_window_is_finished_by_its_agent_server() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        panic!("python3 is needed for this test (tests/scripts/ci-deps.sh installs it)");
+    }
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // The package's module from the checkout, on the installed library.
+    let script = format!(
+        "import sys, rocprof_attach\n\
+         print('attach', rocprof_attach.attach({pid}, library={lib:?}), flush=True)\n\
+         sys.stdin.readline()\n",
+        pid = t.pid,
+        lib = layout.lib().to_str().unwrap(),
+    );
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg("-c")
+        .arg(&script)
+        .env("PYTHONPATH", &python)
+        .env("ROCPROF_ATTACH_TOOL_LIBRARY", common::tool_lib())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    for (k, v) in session_env(first.path()) {
+        cmd.env(k, v.unwrap());
+    }
+    let mut py = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(py.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "attach 0");
+    let servers = servers_of(&layout);
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    py.kill().unwrap();
+    py.wait().unwrap();
+    finished_by_its_server(&t, first.path(), second.path(), &servers);
+}
