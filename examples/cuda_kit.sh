@@ -24,7 +24,7 @@ prepare)
   cp "$R/target/release/rocprof-attach" "$R/target/release/librocprof_cuda_tool.so" "$K/"
   gcc -O2 -shared -fPIC -o "$K/libcupti_floor.so" "$R/examples/cuda/cupti_floor.c" -ldl
   cp "$R/examples/cuda/train.py" "$R/examples/cuda/ddp.py" "$R/examples/cuda/proof.py" \
-     "$R/examples/cuda/proof_counters.py" "$R/examples/cuda/proof_spm.py" "$R/examples/cuda/grids.cu" "$R/examples/cuda_kit.sh" \
+     "$R/examples/cuda/proof_counters.py" "$R/examples/cuda/proof_spm.py" "$R/examples/cuda/proof_mplex.py" "$R/examples/cuda/probe_mp.cu" "$R/examples/cuda/grids.cu" "$R/examples/cuda_kit.sh" \
      "$R/examples/cuda/exit_check.py" "$R/examples/cuda/spm_debug.py" "$K/"
   du -sh "$K"
   ;;
