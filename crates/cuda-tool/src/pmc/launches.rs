@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -98,6 +98,9 @@ pub struct Window {
 }
 
 static ON: AtomicBool = AtomicBool::new(false);
+/// Launch calls between their entry and exit callbacks (past the gate), whether or not a window
+/// is open: [`drain`] waits for them before `Start`.
+static IN_FLIGHT: AtomicI64 = AtomicI64::new(0);
 static WINDOW: Mutex<Option<Window>> = Mutex::new(None);
 /// Signalled when the window's phase changes: launches wait at the gate while `Start` and
 /// `Stop` are called.
@@ -132,6 +135,40 @@ pub fn open(plan: Arc<CounterPlan>, contexts: Vec<usize>) {
         stop: StopReason::Running,
     });
     ON.store(true, Ordering::SeqCst);
+}
+
+/// Forgets launches counted in flight (the launch callbacks were just enabled: a launch in its
+/// call then has no entry to match its exit).
+pub fn reset_in_flight() {
+    IN_FLIGHT.store(0, Ordering::SeqCst);
+}
+
+/// After [`open`], waits (at most `max`) until no launch is in its call: new launches wait at
+/// the gate, and those that entered before the window opened end before `Start` is called, so
+/// none of them may or may not become a range (an uncertain first range cannot be resolved in
+/// a pass that does not count the anchor metric). Whether none was left.
+pub fn drain(max: Duration) -> bool {
+    let g = lock();
+    let busy = |_: &mut Option<Window>| IN_FLIGHT.load(Ordering::SeqCst) > 0;
+    match GATE.wait_timeout_while(g, max, busy) {
+        Ok((_, t)) => !t.timed_out(),
+        Err(e) => !e.into_inner().1.timed_out(),
+    }
+}
+
+/// One launch call past the gate (`entering`) or out of its call; the last one out wakes
+/// [`drain`].
+fn in_flight(entering: bool) {
+    if entering {
+        IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+    } else {
+        let left = IN_FLIGHT
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some((n - 1).max(0)))
+            .unwrap_or(0);
+        if left <= 1 && ON.load(Ordering::Relaxed) {
+            GATE.notify_all();
+        }
+    }
 }
 
 /// `Start` returned: launches are recorded from now on (those waiting at the gate go on).
@@ -278,7 +315,9 @@ impl Window {
     fn exit(&mut self, ctx: usize, correlation: u32) {
         match self.index.get(&correlation) {
             Some(&i) => self.launches[i].exit = timestamp(),
-            // A launch in flight when the window opened: it may have become a range.
+            // A launch in flight when the window opened that ends before `Start` is called
+            // ([`drain`]) is no range; one that ends after may have become one.
+            None if self.phase == Phase::Starting => {}
             None if self.contexts.contains(&ctx) && self.launches.is_empty() => {
                 self.during_start += 1
             }
@@ -319,11 +358,12 @@ pub unsafe extern "C" fn on_callback(
         if runtime {
             IN_RUNTIME_LAUNCH.with(|c| c.set(entering));
         }
-        if !ON.load(Ordering::Relaxed) {
-            return;
-        }
         if driver && IN_RUNTIME_LAUNCH.with(Cell::get) {
             return; // the runtime launch around it is the one recorded
+        }
+        if !ON.load(Ordering::Relaxed) {
+            in_flight(entering);
+            return;
         }
         let mut g = lock();
         // While Start or Stop is called, a launch waits (bounded) so that it is plainly before
@@ -338,6 +378,7 @@ pub unsafe extern "C" fn on_callback(
                 Err(e) => e.into_inner().0,
             };
         }
+        in_flight(entering);
         let Some(w) = g.as_mut() else { return };
         if entering {
             let name = if d.symbol_name.is_null() {
