@@ -50,6 +50,8 @@ struct Session {
     extdata: serde_json::Value,
     /// Rows were written since the last commit.
     uncommitted: bool,
+    /// When the last commit ended and how long it took (µs).
+    last_commit: Option<(Instant, u64)>,
     cupti: &'static Cupti,
     enabled: Vec<u32>,
     subscriber: *mut c_void,
@@ -398,6 +400,7 @@ impl CuptiBackend {
             plan,
             extdata,
             uncommitted: false,
+            last_commit: None,
             cupti: c,
             enabled,
             subscriber: sub,
@@ -472,21 +475,28 @@ impl CuptiBackend {
         // A default flush: CUPTI hands over every buffer whose records are all complete, full
         // or not (what its documentation suggests doing at a regular interval from a thread of
         // one's own), so rows arrive within a tick of their end rather than when a buffer fills.
+        let t0 = Instant::now();
         // SAFETY: plain CUPTI call, outside any CUPTI callback.
         unsafe { (s.cupti.flush_all)(0) };
         let rows = activity::take_rows();
         let Some(sink) = s.sink.as_mut() else {
             return; // a write failed: detach reports it; the rows are dropped
         };
+        let t1 = Instant::now();
         let before = sink.counts().clone();
         let mut r = sink.add(rows, &api_namer(s.cupti));
         s.uncommitted |= *sink.counts() != before;
         // What was written is committed: a process killed from here on keeps it, and a reader
         // (`rocprof-attach top`) sees it. A reader holding the file defers it to the next tick.
         if r.is_ok() && s.uncommitted {
-            r = sink
-                .commit(boottime_ns(), &s.extdata)
-                .map(|done| s.uncommitted = !done);
+            let t2 = Instant::now();
+            let extdata = with_tick(&s.extdata, t0, t1, t2, s.last_commit);
+            r = sink.commit(boottime_ns(), &extdata).map(|done| {
+                s.uncommitted = !done;
+                if done {
+                    s.last_commit = Some((Instant::now(), t2.elapsed().as_micros() as u64));
+                }
+            });
         }
         if let Err(e) = r {
             s.sink_error = Some(e.to_string());
@@ -563,6 +573,32 @@ impl CuptiBackend {
             "teardown": teardown,
         }))
     }
+}
+
+/// `extdata` with the timing of the tick that commits (`"tick"`, µs): the flush, the write, the
+/// previous commit, and the time since the previous commit ended: where the time between a row's
+/// delivery and its commit goes (docs/cuda.md, "When the target ends").
+fn with_tick(
+    extdata: &serde_json::Value,
+    start: Instant,
+    flushed: Instant,
+    written: Instant,
+    last_commit: Option<(Instant, u64)>,
+) -> serde_json::Value {
+    let us = |a: Instant, b: Instant| b.saturating_duration_since(a).as_micros() as u64;
+    let mut json = extdata.clone();
+    if let Some(o) = json.as_object_mut() {
+        o.insert(
+            "tick".into(),
+            serde_json::json!({
+                "flush_us": us(start, flushed),
+                "write_us": us(flushed, written),
+                "previous_commit_us": last_commit.map(|(_, d)| d),
+                "since_previous_commit_us": last_commit.map(|(at, _)| us(at, written)),
+            }),
+        );
+    }
+    json
 }
 
 /// `extdata` with `"ended_by"` set (`detach`, `exit`, `signal SIGTERM`, ...).
