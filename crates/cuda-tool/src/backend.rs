@@ -545,6 +545,9 @@ impl CuptiBackend {
         }
         let flush_us = t0.elapsed().as_micros() as u64;
         let rows = activity::take_rows();
+        // The buffers kept for reuse go back to the system: between sessions the process holds
+        // none of ours.
+        activity::clear_pool();
         let t1 = Instant::now();
         let extdata = ended_by(&s.extdata, "detach");
         let name = api_namer(c);
