@@ -12,7 +12,7 @@
 //! (`catch_unwind`), never block on anything but the short row mutex, and never print.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use crate::cupti::Cupti;
@@ -24,6 +24,70 @@ pub static CUPTI: OnceLock<Cupti> = OnceLock::new();
 
 /// Size of the buffers handed out from now on.
 pub static BUFFER_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_BYTES);
+
+/// Bytes of records CUPTI has handed over in this process ([`Sizer`] measures the rate).
+static DELIVERED: AtomicU64 = AtomicU64::new(0);
+
+/// How long a buffer takes to fill at the rate records come, at most (ms), once the rate is
+/// known. CUPTI's default flush hands over no buffer that holds a record still incomplete (a
+/// kernel queued or running), and while the GPU is busy the buffer being filled always holds
+/// one: it is handed over once full. A process killed meanwhile loses what that buffer holds,
+/// on average half of its span: 8 MiB buffers took 1.3 s to fill at the H200 loop's 20,000
+/// kernels a second (kernel and API records, about 330 bytes a kernel), and CUPTI had not
+/// delivered the last 0.63 s when it was killed.
+pub const BUFFER_SPAN_MS: u64 = 200;
+
+/// The smallest buffer the rate picks (1 MiB): at low rates the GPU idles between kernels, and
+/// the buffer being filled is handed over at the next tick anyway.
+pub const MIN_BUFFER_BYTES: usize = 1 << 20;
+
+/// The size of buffers for records coming at `bytes_per_s`: the power of two that holds
+/// [`BUFFER_SPAN_MS`] of them, from [`MIN_BUFFER_BYTES`] to `max` (a power of two, so that the
+/// size changes only when the rate doubles or halves, and the pool's buffers keep fitting).
+pub fn buffer_size(bytes_per_s: u64, max: usize) -> usize {
+    let want = (bytes_per_s.saturating_mul(BUFFER_SPAN_MS) / 1000) as usize;
+    want.next_power_of_two()
+        .clamp(MIN_BUFFER_BYTES.min(max), max)
+}
+
+/// Sizes the buffers handed out to the rate at which CUPTI delivers records (measured over a
+/// second or more, on the tool's thread), up to the session's size.
+#[derive(Debug)]
+pub struct Sizer {
+    max: usize,
+    since: std::time::Instant,
+    delivered: u64,
+}
+
+impl Sizer {
+    /// Buffers of `max` bytes until the rate is known.
+    pub fn new(max: usize) -> Sizer {
+        BUFFER_BYTES.store(max, Ordering::Relaxed);
+        Sizer {
+            max,
+            since: std::time::Instant::now(),
+            delivered: DELIVERED.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Called at every tick: once a second has passed since the last change, the buffers
+    /// handed out from now on get the size for the rate of that second ([`buffer_size`]).
+    pub fn tick(&mut self) {
+        let elapsed = self.since.elapsed();
+        if elapsed < std::time::Duration::from_secs(1) {
+            return;
+        }
+        let now = DELIVERED.load(Ordering::Relaxed);
+        let rate = (now - self.delivered) as f64 / elapsed.as_secs_f64();
+        let size = buffer_size(rate as u64, self.max);
+        if BUFFER_BYTES.swap(size, Ordering::Relaxed) != size {
+            // Unmapped here, not on the application thread that would find them the wrong size.
+            clear_pool();
+        }
+        self.since = std::time::Instant::now();
+        self.delivered = now;
+    }
+}
 
 /// Whether CUPTI was told our buffers come zeroed (`CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER`):
 /// buffers are then cleared on CUPTI's thread as they come back, not by CUPTI on the application
@@ -185,6 +249,7 @@ pub unsafe extern "C" fn buffer_completed(
             }
         }
         add_rows(local);
+        DELIVERED.fetch_add(valid as u64, Ordering::Relaxed);
         let mut b = Buffer::from_cupti(buffer, size);
         // A buffer the full pool would not keep is unmapped now, not cleared first.
         if lock(&POOL).len() >= POOL_MAX {
@@ -231,6 +296,17 @@ mod tests {
             buffer_completed(std::ptr::null_mut(), 0, p, size, 0);
         }
         let _ = take_rows();
+    }
+
+    #[test]
+    fn buffers_hold_a_fifth_of_a_second_of_records() {
+        const MIB: usize = 1 << 20;
+        // The H200 loop: about 6.6 MB a second, 1.3 MB in 200 ms.
+        assert_eq!(buffer_size(6_600_000, 8 * MIB), 2 * MIB);
+        assert_eq!(buffer_size(0, 8 * MIB), MIB);
+        assert_eq!(buffer_size(u64::MAX, 8 * MIB), 8 * MIB);
+        // A smaller size asked for (ROCPROF_ATTACH_BUFFER_BYTES) is kept.
+        assert_eq!(buffer_size(6_600_000, 65536), 65536);
     }
 
     /// Buffers are mappings of their own, not `malloc` blocks: handing out and freeing more

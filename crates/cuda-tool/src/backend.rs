@@ -52,6 +52,8 @@ struct Session {
     uncommitted: bool,
     /// When the last commit ended and how long it took (µs).
     last_commit: Option<(Instant, u64)>,
+    /// Sizes CUPTI's buffers to the rate records come at.
+    sizer: activity::Sizer,
     cupti: &'static Cupti,
     enabled: Vec<u32>,
     subscriber: *mut c_void,
@@ -339,7 +341,8 @@ impl CuptiBackend {
             return Err(e);
         }
         let counters_setup_us = t_counters.elapsed().as_micros() as u64;
-        BUFFER_BYTES.store(plan.buffer_bytes, Ordering::Relaxed);
+        let buffer_bytes = plan.buffer_bytes;
+        BUFFER_BYTES.store(buffer_bytes, Ordering::Relaxed);
         promise_zeroed_buffers(c);
         let _ = activity::take_rows();
         let enabled = start_activity(c, sub, &mut plan)?;
@@ -401,6 +404,7 @@ impl CuptiBackend {
             extdata,
             uncommitted: false,
             last_commit: None,
+            sizer: activity::Sizer::new(buffer_bytes),
             cupti: c,
             enabled,
             subscriber: sub,
@@ -479,6 +483,7 @@ impl CuptiBackend {
         // SAFETY: plain CUPTI call, outside any CUPTI callback.
         unsafe { (s.cupti.flush_all)(0) };
         let rows = activity::take_rows();
+        s.sizer.tick();
         let Some(sink) = s.sink.as_mut() else {
             return; // a write failed: detach reports it; the rows are dropped
         };
@@ -598,6 +603,7 @@ fn with_tick(
                 "write_us": us(flushed, written),
                 "previous_commit_us": last_commit.map(|(_, d)| d),
                 "since_previous_commit_us": last_commit.map(|(at, _)| us(at, written)),
+                "buffer_bytes": BUFFER_BYTES.load(Ordering::Relaxed),
             }),
         );
     }
