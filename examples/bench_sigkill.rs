@@ -21,7 +21,8 @@
 //! * late rows: `late_records` (rows written after a later row of their kind: what a lag too
 //!   short for CUPTI's delivery order costs).
 //!
-//! Prints one Markdown row per round and the median and worst of each column. All times are
+//! With `BENCH_JSON` set, each round's process JSON goes to stderr (the tool's `tick` and
+//! `lag_ns`). Prints one Markdown row per round and the median and worst of each column. All times are
 //! `CLOCK_BOOTTIME`, the database's clock.
 
 use rocprof_testkit as kit;
@@ -132,6 +133,13 @@ fn round(i: u64, tool: &std::path::Path) -> Round {
         "SELECT json_extract(extdata, '$.late_records') FROM rocpd_info_process",
     )
     .unwrap_or(0);
+    if std::env::var_os("BENCH_JSON").is_some() {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let json: String = c
+            .query_row("SELECT extdata FROM rocpd_info_process", [], |r| r.get(0))
+            .unwrap();
+        eprintln!("round {}: {json}", i + 1);
+    }
     let ms = |ns: i64| ns as f64 / 1e6;
     Round {
         lost_ms: ms(killed - newest),
