@@ -585,7 +585,7 @@ impl CuptiBackend {
 
 /// `extdata` with the timing of the tick that commits (`"tick"`, µs): the flush, the write, the
 /// previous commit, and the time since the previous commit ended: where the time between a row's
-/// delivery and its commit goes (docs/cuda.md, "When the target ends").
+/// delivery and its commit goes (docs/cuda.md, "Writing while attached").
 fn with_tick(
     extdata: &serde_json::Value,
     start: Instant,

@@ -31,7 +31,8 @@ pub trait Backend {
 }
 
 /// How often an attached session's rows are written while it runs (ms): ticks start this far
-/// apart (a tick that takes long is followed by the next one at once, not a whole period later).
+/// apart (a tick that takes long is followed by the next one a quarter of this later, not a
+/// whole period).
 /// Half of it is what a process killed by SIGKILL loses on average between its last commit and
 /// its end; 200 ms until issue 29 asked to lose at most 1 s.
 pub const TICK_MS: i32 = 100;
