@@ -25,9 +25,59 @@ fn launched(t: &Target) -> i64 {
     }
 }
 
+/// Like [`launched`], reading the target's database while it runs: the kernel counts committed
+/// before the target ended, each time it grew (read every 20 ms, each read a moment long).
+fn launched_watching(t: &Target) -> (i64, Vec<i64>) {
+    let db = t.out().join("run_results.db");
+    let mut seen: Vec<i64> = Vec::new();
+    let until = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        match t.lines.try_recv() {
+            Ok(line) => match line.strip_prefix("launched ") {
+                Some(n) => return (n.parse().unwrap(), seen),
+                None => continue,
+            },
+            Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            Err(e) => panic!("the target ended without saying what it launched: {e}"),
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the target says how many kernels it launched within 120 s"
+        );
+        let n = committed_kernels(&db);
+        if n > seen.last().copied().unwrap_or(0) {
+            seen.push(n);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The kernel rows committed in `db` so far (0 while it does not exist or is locked).
+fn committed_kernels(db: &std::path::Path) -> i64 {
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+    rusqlite::Connection::open_with_flags(db, flags)
+        .and_then(|c| {
+            c.query_row("SELECT count(*) FROM rocpd_kernel_dispatch", [], |r| {
+                r.get(0)
+            })
+        })
+        .unwrap_or(0)
+}
+
 /// Attach with a long window, let the target run `steps` steps of 4 kernels `step_us` apart
 /// and end by `how`; the session's (code, stdout, stderr), the kernels launched, the database.
 fn end_during_window(how: &str, steps: &str, step_us: &str) -> (i32, String, String, i64, Target) {
+    let (code, stdout, stderr, n, _, t) = end_during_window_watched(how, steps, step_us, false);
+    (code, stdout, stderr, n, t)
+}
+
+/// [`end_during_window`], with the kernel counts committed while the target ran when `watch`.
+fn end_during_window_watched(
+    how: &str,
+    steps: &str,
+    step_us: &str,
+    watch: bool,
+) -> (i32, String, String, i64, Vec<i64>, Target) {
     let t = Target::spawn(
         &[
             "--wait-go",
@@ -49,9 +99,13 @@ fn end_during_window(how: &str, steps: &str, step_us: &str) -> (i32, String, Str
         nix::sys::signal::Signal::SIGUSR1,
     )
     .unwrap();
-    let n = launched(&t);
+    let (n, seen) = if watch {
+        launched_watching(&t)
+    } else {
+        (launched(&t), Vec::new())
+    };
     let (code, stdout, stderr) = run.finish();
-    (code, stdout, stderr, n, t)
+    (code, stdout, stderr, n, seen, t)
 }
 
 /// The database validates, and convert (CSV) and summary read it.
@@ -151,8 +205,14 @@ fn a_target_that_aborts_keeps_every_record() {
 /// most the rows of about the last second.
 fn keeps_what_was_committed(how: &str) {
     // About 6 s of steps (2,000 of 3 ms), so that most of them are older than the lag.
-    let (code, stdout, stderr, n, t) = end_during_window(how, "2000", "3000");
+    let (code, stdout, stderr, n, seen, t) = end_during_window_watched(how, "2000", "3000", true);
     println!("{stdout}\n{stderr}");
+    // The rows are committed during the window, not only when it ends: kernels were in the
+    // database, and more of them later, while the target still ran.
+    assert!(
+        seen.len() >= 2,
+        "kernel rows committed while the target ran (counts seen: {seen:?}; {how})"
+    );
     assert_eq!(code, 7, "exit 7 (target exited): {stdout}\n{stderr}");
     let db = t.out().join("run_results.db");
     assert!(!stdout.contains("INCOMPLETE"), "{stdout}");

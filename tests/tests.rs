@@ -25,6 +25,7 @@ mod claims;
 mod cuda;
 mod cuda_exit;
 mod cuda_pmc;
+mod cuda_sessions;
 mod cuda_spm;
 mod cuda_standins;
 mod demo_tool;

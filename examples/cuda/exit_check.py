@@ -19,8 +19,9 @@ OUT = os.environ.get("OUT", "/tmp/out")
 RPA = os.path.join(K, "rocprof-attach")
 BOOT = time.CLOCK_BOOTTIME
 ROUTES = ["return", "sys_exit", "exception", "sigterm", "sigint", "os_exit", "abort", "sigkill"]
-# EXIT_ROUTES="sigkill os_exit" runs only those.
+# EXIT_ROUTES="sigkill os_exit" runs only those; EXIT_REPEAT=5 runs each 5 times.
 ROUTES = os.environ.get("EXIT_ROUTES", " ".join(ROUTES)).split()
+REPEAT = int(os.environ.get("EXIT_REPEAT", "1"))
 
 
 def one(how):
@@ -64,6 +65,11 @@ def one(how):
             row["last_commit_before_last_step_s"] = round((last_step - committed) / 1e9, 3)
             row["delivered_before_commit_s"] = round((committed - delivered) / 1e9, 3)
             row["written_before_delivered_s"] = round((delivered - last_kernel) / 1e9, 3)
+        # What the tool says of its last committing tick (flush, write, previous commit, time
+        # since it, buffer size), its lag per kind and the rows written late (issue 29).
+        ext = json.loads(c.execute("SELECT extdata FROM rocpd_info_process").fetchone()[0])
+        row["tick"], row["lag_ns"] = ext.get("tick"), ext.get("lag_ns")
+        row["late_records"] = ext.get("late_records")
         s = subprocess.run([RPA, "summary", "-i", db], capture_output=True, text=True)
         v = subprocess.run([RPA, "convert", "-i", db, "-f", "pftrace", "-d", d, "-o", "conv"],
                            capture_output=True, text=True)
@@ -78,7 +84,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     lines = ["| how | exit (want 7) | target status | rows listed | kernels | steps after attach | "
              "last step - last kernel (s) | finished / ended_by | summary, convert |", "|" + "---|" * 9]
-    for how in ROUTES:
+    for how in [h for h in ROUTES for _ in range(REPEAT)]:
         r = one(how)
         print(json.dumps(r), flush=True)
         lines.append(f"| {how} | {r['exit']} | {r['status']} | {r.get('rows')} | {r.get('kernels')} | "

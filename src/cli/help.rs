@@ -39,7 +39,8 @@ Durations take a unit: 500ms, 10s, 2m, 1h (a bare number is milliseconds, as in 
 Environment: {fallbacks} stand in for the options when they are not given;
 ROCPROF_ATTACH_LOG sets rocprof-attach's own log filter (e.g. ROCPROF_ATTACH_LOG=debug). For CUDA
 processes: ROCPROF_ATTACH_CUDA_TOOL (our tool library), ROCPROF_ATTACH_CUPTI (the libcupti to
-load when the process maps none) and ROCPROF_ATTACH_BUFFER_BYTES (CUPTI buffers, default 8 MiB).
+load when the process maps none) and ROCPROF_ATTACH_BUFFER_BYTES (the largest CUPTI buffer, default
+8 MiB; the tool picks smaller ones when records come slowly).
 
 Exit codes: 0 success, 1 failure, 2 usage error, 3 no such process (or nothing matched),
 4 not attachable, 5 permission denied, 6 rejected by the target, 7 target exited, 8 partial,

@@ -50,6 +50,10 @@ struct Session {
     extdata: serde_json::Value,
     /// Rows were written since the last commit.
     uncommitted: bool,
+    /// When the last commit ended and how long it took (µs).
+    last_commit: Option<(Instant, u64)>,
+    /// Sizes CUPTI's buffers to the rate records come at.
+    sizer: activity::Sizer,
     cupti: &'static Cupti,
     enabled: Vec<u32>,
     subscriber: *mut c_void,
@@ -339,7 +343,8 @@ impl CuptiBackend {
             return Err(e);
         }
         let counters_setup_us = t_counters.elapsed().as_micros() as u64;
-        BUFFER_BYTES.store(plan.buffer_bytes, Ordering::Relaxed);
+        let buffer_bytes = plan.buffer_bytes;
+        BUFFER_BYTES.store(buffer_bytes, Ordering::Relaxed);
         promise_zeroed_buffers(c);
         let _ = activity::take_rows();
         let enabled = start_activity(c, sub, &mut plan)?;
@@ -400,6 +405,8 @@ impl CuptiBackend {
             plan,
             extdata,
             uncommitted: false,
+            last_commit: None,
+            sizer: activity::Sizer::new(buffer_bytes),
             cupti: c,
             enabled,
             subscriber: sub,
@@ -496,9 +503,11 @@ impl CuptiBackend {
         // A default flush: CUPTI hands over every buffer whose records are all complete, full
         // or not (what its documentation suggests doing at a regular interval from a thread of
         // one's own), so rows arrive within a tick of their end rather than when a buffer fills.
+        let t0 = Instant::now();
         // SAFETY: plain CUPTI call, outside any CUPTI callback.
         unsafe { (s.cupti.flush_all)(0) };
         let rows = activity::take_rows();
+        s.sizer.tick();
         let Some(sink) = s.sink.as_mut() else {
             // A write failed: detach reports it; the rows and samples are dropped.
             if let Some(sp) = s.spm.as_mut() {
@@ -506,20 +515,25 @@ impl CuptiBackend {
             }
             return;
         };
+        let t1 = Instant::now();
         let before = (sink.counts().clone(), sink.spm_samples());
-        let t_write = Instant::now();
         let mut r = crate::spm::write_taken(s.spm.as_mut(), s.plan.spm.as_ref(), sink);
         if s.spm.is_some() {
-            s.spm_cost.add(decode, t_write.elapsed());
+            s.spm_cost.add(decode, t1.elapsed());
         }
         r = r.and_then(|()| sink.add(rows, &api_namer(s.cupti)));
         s.uncommitted |= (sink.counts().clone(), sink.spm_samples()) != before;
         // What was written is committed: a process killed from here on keeps it, and a reader
         // (`rocprof-attach top`) sees it. A reader holding the file defers it to the next tick.
         if r.is_ok() && s.uncommitted {
-            r = sink
-                .commit(boottime_ns(), &s.extdata)
-                .map(|done| s.uncommitted = !done);
+            let t2 = Instant::now();
+            let extdata = with_tick(&s.extdata, t0, t1, t2, s.last_commit);
+            r = sink.commit(boottime_ns(), &extdata).map(|done| {
+                s.uncommitted = !done;
+                if done {
+                    s.last_commit = Some((Instant::now(), t2.elapsed().as_micros() as u64));
+                }
+            });
         }
         if let Err(e) = r {
             s.sink_error = Some(e.to_string());
@@ -568,6 +582,9 @@ impl CuptiBackend {
         }
         let flush_us = t0.elapsed().as_micros() as u64;
         let rows = activity::take_rows();
+        // The buffers kept for reuse go back to the system: between sessions the process holds
+        // none of ours.
+        activity::clear_pool();
         let t1 = Instant::now();
         let extdata = ended_by(&s.extdata, "detach");
         let name = api_namer(c);
@@ -598,6 +615,33 @@ impl CuptiBackend {
             "teardown": teardown,
         }))
     }
+}
+
+/// `extdata` with the timing of the tick that commits (`"tick"`, µs): the flush, the write, the
+/// previous commit, and the time since the previous commit ended: where the time between a row's
+/// delivery and its commit goes (docs/cuda.md, "Writing while attached").
+fn with_tick(
+    extdata: &serde_json::Value,
+    start: Instant,
+    flushed: Instant,
+    written: Instant,
+    last_commit: Option<(Instant, u64)>,
+) -> serde_json::Value {
+    let us = |a: Instant, b: Instant| b.saturating_duration_since(a).as_micros() as u64;
+    let mut json = extdata.clone();
+    if let Some(o) = json.as_object_mut() {
+        o.insert(
+            "tick".into(),
+            serde_json::json!({
+                "flush_us": us(start, flushed),
+                "write_us": us(flushed, written),
+                "previous_commit_us": last_commit.map(|(_, d)| d),
+                "since_previous_commit_us": last_commit.map(|(at, _)| us(at, written)),
+                "buffer_bytes": BUFFER_BYTES.load(Ordering::Relaxed),
+            }),
+        );
+    }
+    json
 }
 
 /// `extdata` with `"ended_by"` set (`detach`, `exit`, `signal SIGTERM`, ...).

@@ -16,8 +16,8 @@
 //!   the signal again, so the process still dies of it (same status, same core dump). A signal
 //!   the application handles itself is left alone; a second signal during the wait kills at
 //!   once. In a child forked from the process, the handler does nothing but die.
-//! - SIGKILL and `_exit` run no code: the committed rows are what remains (all but about the
-//!   last half second: [`crate::sink::LAG_NS`] and a tick).
+//! - SIGKILL and `_exit` run no code: the committed rows are what remains (all but the last
+//!   moments: what CUPTI had not delivered, each kind's lag ([`crate::order`]) and a tick).
 //!
 //! Nothing here may crash or hang the exiting process: every wait is bounded, and panics are
 //! caught.

@@ -18,6 +18,7 @@ pub mod db;
 pub mod exit;
 pub mod host;
 pub mod metrics;
+pub mod order;
 pub mod pmc;
 pub mod profiler;
 pub mod protocol;

@@ -1,17 +1,19 @@
 //! Streaming the collected rows into the database while the session runs, so that detach writes
 //! only the tail of the window (docs/cuda.md, "Writing while attached").
 //!
-//! Rows come out of CUPTI's completed buffers in no particular order. Each is held until the
-//! newest start seen so far (the frontier) is [`LAG_NS`] past its own start, then written with
-//! the other ready rows of its kind in start order. Rows of one kind thus reach the database in
-//! start order (what rocprofv3's databases look like, and what the Perfetto converter's single
-//! pass reads fastest) unless CUPTI delivers one more than [`LAG_NS`] late; such rows are
-//! counted (`late_records` in the process's JSON) and the readers sort them. What is still held
-//! at detach is written by [`Sink::finish`].
+//! Rows come out of CUPTI's completed buffers in no particular order. Each is held until no
+//! earlier row of its kind is expected any more ([`crate::order`]: [`LAG_NS`] behind the newest
+//! start seen so far, the frontier, and once the session's delivery order is learnt, less for a
+//! kind CUPTI delivers in order, down to [`MIN_LAG_NS`]), then written with the other ready rows
+//! of its kind in start order. Rows of one kind thus reach the database in start order (what
+//! rocprofv3's databases look like, and what the Perfetto converter's single pass reads fastest)
+//! unless CUPTI delivers one later than its kind's lag; such rows are counted (`late_records` in
+//! the process's JSON) and the readers sort them. What is still held at detach is written by
+//! [`Sink::finish`].
 //!
 //! The database is committed as the session runs ([`Sink::commit`], every tick that wrote rows),
 //! with a rollback journal: whenever the process ends, even by SIGKILL, the file is a valid rocpd
-//! database with every committed row (all but the rows of about the last [`LAG_NS`]).
+//! database with every committed row (all but the rows of about the last lag and tick).
 //!
 //! Kernels, copies and allocations take the thread id of the API call with the same correlation
 //! id, looked up among the API rows of the last [`TID_GENERATION_NS`] or more, or the process id
@@ -28,11 +30,22 @@ use crate::cuda::CudaInfo;
 use crate::db::{copy_operation, Counts, Header, SessionInfo, DRIVER_KIND, RUNTIME_KIND};
 use crate::host::demangle;
 use crate::metrics::Counter;
+use crate::order::Order;
 use crate::pmc::KernelValues;
 use crate::records::{Collected, MARKER_END, MARKER_INSTANTANEOUS, MARKER_START};
 
-/// How far behind the frontier a row must start before it is written (CUPTI time, ns).
+/// How far behind the frontier a row must start before it is written (CUPTI time, ns): the
+/// most a kind's lag ever is, and its lag while the session's delivery order is still learnt.
 pub const LAG_NS: u64 = 250_000_000;
+
+/// The least a kind's lag becomes once its delivery order is known (ns): what a SIGKILLed
+/// process loses to ordering when CUPTI hands its rows over in order.
+pub const MIN_LAG_NS: u64 = 50_000_000;
+
+/// How long (CUPTI time from the first row, ns) every kind waits the full [`LAG_NS`] while the
+/// order CUPTI delivers it in is watched; afterwards a kind waits twice the most one of its rows
+/// came behind a newer one of its kind (at least [`MIN_LAG_NS`], at most [`LAG_NS`]).
+pub const LEARN_NS: u64 = 2_000_000_000;
 
 /// How long a correlation id's thread and a region id are remembered at least (ns): kernels
 /// and copies arrive within milliseconds of their API call, and correlation ids only repeat
@@ -87,6 +100,8 @@ pub struct Sink {
     demangle: bool,
     held: Collected,
     frontier: u64,
+    /// The delivery order seen so far: how long each kind is held.
+    order: Order,
     symbols: HashMap<String, i64>,
     code_object: bool,
     tids: Generations<u32, i64>,
@@ -146,6 +161,7 @@ impl Sink {
             demangle: session.demangle,
             held: Collected::default(),
             frontier: 0,
+            order: Order::default(),
             symbols: HashMap::new(),
             code_object: false,
             tids: Generations::new(),
@@ -298,6 +314,13 @@ impl Sink {
             // of a SIGKILLed process's last moments CUPTI had not delivered yet.
             if self.frontier > 0 {
                 o.insert("delivered_through_ns".into(), self.ts(self.frontier).into());
+                // How long each kind is held now (ns): with the last commit and the delivered
+                // rows, what a SIGKILL loses to ordering.
+                let [k, c, a] = self.order.lags(self.frontier);
+                o.insert(
+                    "lag_ns".into(),
+                    serde_json::json!({"kernels": k, "copies": c, "api": a}),
+                );
             }
         }
         json.to_string()
@@ -316,6 +339,15 @@ impl Sink {
             .max()
             .unwrap_or(0);
         self.frontier = self.frontier.max(newest);
+        for k in &rows.kernels {
+            self.order.observe(0, k.start);
+        }
+        for c in &rows.copies {
+            self.order.observe(1, c.start);
+        }
+        for a in &rows.apis {
+            self.order.observe(2, a.start);
+        }
         self.tids.advance(self.frontier);
         self.regions.advance(self.frontier);
         for a in &rows.apis {
@@ -329,7 +361,9 @@ impl Sink {
         held.apis.extend(rows.apis);
         held.allocs.extend(rows.allocs);
         held.markers.extend(rows.markers);
-        self.write_ready(self.frontier.saturating_sub(LAG_NS), api_name)?;
+        let f = self.frontier;
+        let limits = [0, 1, 2].map(|i| self.order.limit(i, f));
+        self.write_ready(limits, f.saturating_sub(LAG_NS), api_name)?;
         Ok(())
     }
 
@@ -341,16 +375,23 @@ impl Sink {
         extdata: &serde_json::Value,
         api_name: &dyn Fn(bool, u32) -> String,
     ) -> Result<Counts> {
-        self.write_ready(u64::MAX, api_name)?;
+        self.write_ready([u64::MAX; 3], u64::MAX, api_name)?;
         let json = self.process_json(extdata, true);
         self.h.writer.finish_process(fini, &json)?;
         self.h.writer.finish()?;
         Ok(self.counts)
     }
 
-    fn write_ready(&mut self, limit: u64, api_name: &dyn Fn(bool, u32) -> String) -> Result<()> {
+    /// Writes the held kernels, copies and API calls that start before their kind's limit
+    /// (`limits`, in [`crate::order`]'s order), and the markers and allocations before `limit`.
+    fn write_ready(
+        &mut self,
+        limits: [u64; 3],
+        limit: u64,
+        api_name: &dyn Fn(bool, u32) -> String,
+    ) -> Result<()> {
         let (waiting, values, unstarted) = (&self.waiting, &self.values, self.hold_unstarted);
-        let (wait, now): (Vec<_>, Vec<_>) = ready(&mut self.held.kernels, limit, |k| k.start)
+        let (wait, now): (Vec<_>, Vec<_>) = ready(&mut self.held.kernels, limits[0], |k| k.start)
             .into_iter()
             .partition(|k| {
                 (waiting.contains(&k.correlation) || unstarted && k.start == 0)
@@ -360,10 +401,10 @@ impl Sink {
         for k in now {
             self.kernel(&k)?;
         }
-        for c in ready(&mut self.held.copies, limit, |c| c.start) {
+        for c in ready(&mut self.held.copies, limits[1], |c| c.start) {
             self.copy(&c)?;
         }
-        for a in ready(&mut self.held.apis, limit, |a| a.start) {
+        for a in ready(&mut self.held.apis, limits[2], |a| a.start) {
             self.api(&a, api_name)?;
         }
         let markers = before(&mut self.held.markers, limit, |m| m.timestamp);

@@ -352,6 +352,73 @@ fn rows_are_written_while_the_session_runs() {
     );
 }
 
+/// Once the session's delivery order is learnt, a kind CUPTI delivers in order is held only
+/// [`MIN_LAG_NS`] behind its newest row, not [`LAG_NS`]; a row that then comes later than that
+/// is written, counted late, and lengthens its kind's lag.
+#[test]
+fn an_in_order_kind_is_held_less_once_learnt() {
+    use rocprof_cuda_tool::sink::{Sink, LAG_NS, LEARN_NS, MIN_LAG_NS};
+    let dir = std::env::temp_dir().join(format!("cuda-tool-lag-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("l.db");
+    let cuda = CudaInfo {
+        devices: vec![Device::default()],
+        ..Default::default()
+    };
+    let session = SessionInfo {
+        extdata: serde_json::json!({}),
+        ..Default::default()
+    };
+    const MS: u64 = 1_000_000;
+    let kernel = |start: u64| KernelRow {
+        start,
+        end: start + 10,
+        name: "_Z1kv".into(),
+        ..Default::default()
+    };
+    let name = |_: bool, cbid: u32| format!("cuda{cbid}");
+    let mut sink = Sink::create(&path, &cuda, &session).unwrap();
+    // Hands the sink `starts`; the rows it holds afterwards.
+    let mut given = 0;
+    let mut add = |sink: &mut Sink, starts: Vec<u64>| {
+        given += starts.len() as u64;
+        let kernels = starts.into_iter().map(kernel).collect();
+        let rows = Collected {
+            kernels,
+            ..Default::default()
+        };
+        sink.add(rows, &name).unwrap();
+        given - sink.counts().kernels
+    };
+    // One kernel every 10 ms, delivered in order, up to `until` (inclusive).
+    let t0 = 1_000 * MS;
+    let grid = |from: u64, until: u64| (from..=until).step_by(10 * MS as usize).collect();
+    // While learning: the rows of the last LAG_NS are held (both ends included).
+    assert_eq!(
+        add(&mut sink, grid(t0, t0 + 1_000 * MS)),
+        LAG_NS / (10 * MS) + 1
+    );
+    // Learnt: those of the last MIN_LAG_NS.
+    let newest = t0 + LEARN_NS + 500 * MS;
+    assert_eq!(
+        add(&mut sink, grid(t0 + 1_010 * MS, newest)),
+        MIN_LAG_NS / (10 * MS) + 1
+    );
+    // A kernel 95 ms behind the newest: its kind's lag becomes 190 ms, so it is held (with
+    // the rows not written yet), and written late (rows after it are in the database) when the
+    // frontier is 190 ms past it.
+    let late = newest - 95 * MS;
+    assert_eq!(add(&mut sink, vec![late]), MIN_LAG_NS / (10 * MS) + 1 + 1);
+    assert_eq!(sink.counts().late, 0);
+    let newest2 = newest + 1_000 * MS;
+    assert_eq!(
+        add(&mut sink, grid(newest + 10 * MS, newest2)),
+        190 / 10 + 1
+    );
+    assert_eq!(sink.counts().late, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Events carry their stacks as rocprofv3 writes them: a kernel dispatch's parent stack is its
 /// own id; a driver call made inside a runtime call of the same thread has that call as its
 /// parent; other calls are at the top (0).
