@@ -9,7 +9,7 @@
 //! is open (one atomic load).
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -95,6 +95,12 @@ pub struct Window {
     pub since_kept: usize,
     /// Set when recording stopped.
     pub stop: StopReason,
+    /// Iteration multiplexing, a pass after the first: the kernel names the first pass gave
+    /// values to. The window does not stop for "nothing left" before each was kept here too
+    /// (the budget still bounds it), so a kernel launched once a step gets every group.
+    pub want: Option<HashSet<String>>,
+    /// Names kept so far (see `want`).
+    pub kept_names: HashSet<String>,
 }
 
 static ON: AtomicBool = AtomicBool::new(false);
@@ -120,7 +126,7 @@ fn lock() -> MutexGuard<'static, Option<Window>> {
 
 /// Opens a window before `Start` is called: launches are counted as uncertain until
 /// [`started`].
-pub fn open(plan: Arc<CounterPlan>, contexts: Vec<usize>) {
+pub fn open(plan: Arc<CounterPlan>, contexts: Vec<usize>, want: Option<HashSet<String>>) {
     *lock() = Some(Window {
         phase: Phase::Starting,
         during_start: 0,
@@ -133,6 +139,8 @@ pub fn open(plan: Arc<CounterPlan>, contexts: Vec<usize>) {
         per_name: HashMap::new(),
         since_kept: 0,
         stop: StopReason::Running,
+        want,
+        kept_names: HashSet::new(),
     });
     ON.store(true, Ordering::SeqCst);
 }
@@ -296,6 +304,9 @@ impl Window {
         *n += 1;
         let keep = self.plan.keeps(name, *n);
         self.since_kept = if keep { 0 } else { self.since_kept + 1 };
+        if keep && self.want.is_some() {
+            self.kept_names.insert(name.to_owned());
+        }
         self.launches.push(Launch {
             correlation: d.correlation_id,
             ctx,
@@ -307,9 +318,16 @@ impl Window {
         });
         if self.launches.len() >= self.plan.max_ranges {
             self.stop = StopReason::Budget;
-        } else if self.since_kept >= (2 * self.per_name.len()).max(64) {
+        } else if self.since_kept >= (2 * self.per_name.len()).max(64) && self.has_wanted() {
             self.stop = StopReason::NothingLeft;
         }
+    }
+
+    /// Whether every name of `want` was kept (always, without one).
+    fn has_wanted(&self) -> bool {
+        self.want
+            .as_ref()
+            .is_none_or(|w| w.iter().all(|n| self.kept_names.contains(n)))
     }
 
     fn exit(&mut self, ctx: usize, correlation: u32) {

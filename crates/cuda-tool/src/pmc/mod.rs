@@ -236,7 +236,12 @@ impl Counters {
         let (config, max_ranges) = (self.config.as_ptr(), self.max_ranges);
         let config_size = self.config.len();
         let contexts = self.objects.iter().map(|o| o.ctx as usize).collect();
-        launches::open(plan.clone(), contexts);
+        let want = self
+            .multiplex
+            .as_ref()
+            .filter(|m| m.pass > 0)
+            .map(|m| m.first_pass_names());
+        launches::open(plan.clone(), contexts, want);
         // Launches in their call end before Start (a launch still in its call after that is
         // counted as uncertain, and resolved by the anchor metric where the pass counts it).
         let _ = launches::drain(DRAIN);

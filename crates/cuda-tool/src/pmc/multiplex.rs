@@ -138,6 +138,16 @@ impl Multiplex {
         out
     }
 
+    /// The kernel names the first pass of the cycle gave values to (a later pass waits for
+    /// each: [`super::launches::Window::want`]).
+    pub fn first_pass_names(&self) -> std::collections::HashSet<String> {
+        self.per_kernel
+            .iter()
+            .filter(|(_, per)| per.first().is_some_and(|n| *n > 0))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// Counts the launches of this pass that were given at least one value, per kernel name.
     pub fn count(&mut self, launches: &[Launch], given: impl Fn(u32) -> bool) {
         for l in launches {
@@ -229,6 +239,16 @@ mod tests {
         assert_eq!(k("k").launches, vec![1, 2]);
         assert_eq!(k("j").launches, vec![1, 0]);
         assert_eq!(m.summary.complete(2), 1);
+        let first: Vec<String> = {
+            let mut v: Vec<String> = m.first_pass_names().into_iter().collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            first,
+            vec!["j".to_string(), "k".to_string()],
+            "x never got pass 1's values"
+        );
     }
 
     #[test]
