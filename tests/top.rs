@@ -418,7 +418,7 @@ impl Tmux {
         }
     }
 
-    fn alive(&self) -> bool {
+    pub(crate) fn alive(&self) -> bool {
         self.cmd(&["has-session", "-t", "top"]).status.success()
     }
 }

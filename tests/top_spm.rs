@@ -219,7 +219,29 @@ fn the_screen_shows_the_counters_panel() {
             && s.contains("1980000")
     });
     assert!(s.contains("MEAN") && s.contains("COUNTER"), "{s}");
-    tmux.cmd(&["send-keys", "-t", "top", "q"]);
+    // The terminal goes away under the view (tmux's server killed, as a closed window): top
+    // ends and detaches rather than spin on a dead terminal (it did, at 40 % of a core).
+    let pane = tmux.cmd(&["list-panes", "-t", "top", "-F", "#{pane_pid}"]);
+    let pid: i32 = String::from_utf8_lossy(&pane.stdout)
+        .trim()
+        .parse()
+        .expect("pane pid");
+    tmux.cmd(&["kill-server"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| st.contains(") Z "))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "top (pid {pid}) still runs 30 s after its terminal went away"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let state = std::fs::read_to_string(format!("/proc/{}/stat", t.pid)).unwrap_or_default();
+    assert!(
+        !state.is_empty() && !state.contains(") Z "),
+        "the target lives on"
+    );
 }
 
 /// A ROCm process is watched as without `--spm` (a session per refresh, no counters) and `top`

@@ -490,15 +490,25 @@ fn wait(w: &mut Watch, out: &mut Output, m: &mut Model, deadline: Instant) -> Wa
         let slice = left.min(Duration::from_millis(200));
         let mut wake = None;
         if let Output::Screen(_, v) = out {
-            if event::poll(slice).unwrap_or(false) {
-                wake = match event::read() {
-                    Ok(event::Event::Key(k)) if k.kind != KeyEventKind::Release => {
-                        Some(key(k, v, m))
-                    }
-                    Ok(event::Event::Resize(..)) => Some(Wake::Redraw),
-                    _ => None,
-                };
-            }
+            // A terminal that went away (its window closed, tmux's server killed) fails every
+            // poll at once: the view ends, detaching, rather than spin.
+            let ms = u16::try_from(slice.as_millis()).unwrap_or(200);
+            wake = match term::wait_input(w.waiter.signal_fd(), ms) {
+                term::Input::Gone => Some(Wake::Quit("the terminal went away")),
+                term::Input::Idle => None,
+                term::Input::Ready => match event::poll(Duration::ZERO) {
+                    Err(_) => Some(Wake::Quit("the terminal went away")),
+                    Ok(false) => None,
+                    Ok(true) => match event::read() {
+                        Ok(event::Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                            Some(key(k, v, m))
+                        }
+                        Ok(event::Event::Resize(..)) => Some(Wake::Redraw),
+                        Err(_) => Some(Wake::Quit("the terminal went away")),
+                        _ => None,
+                    },
+                },
+            };
         } else {
             use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
             let mut fds = [PollFd::new(w.waiter.signal_fd(), PollFlags::POLLIN)];

@@ -63,3 +63,39 @@ impl Drop for Screen {
         restore();
     }
 }
+
+/// What the terminal has for the view after a wait ([`wait_input`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// Something to read (a key, a resize's report), or a signal came.
+    Ready,
+    /// Nothing within the wait.
+    Idle,
+    /// The terminal hung up (its window closed, tmux's server killed): crossterm would spin on
+    /// it (its poll re-reads a dead terminal for ever), so the view ends.
+    Gone,
+}
+
+/// Waits up to `ms` for standard input (the view's terminal) or `signal_fd`, with our own
+/// `poll`, so that a terminal that hung up is seen.
+pub fn wait_input(signal_fd: std::os::fd::BorrowedFd<'_>, ms: u16) -> Input {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let mut fds = [
+        PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
+        PollFd::new(signal_fd, PollFlags::POLLIN),
+    ];
+    match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(0) => Input::Idle,
+        Ok(_) => {
+            let hung = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+            if fds[0].revents().is_some_and(|r| r.intersects(hung)) {
+                Input::Gone
+            } else {
+                Input::Ready
+            }
+        }
+        Err(_) => Input::Ready,
+    }
+}
