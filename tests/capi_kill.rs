@@ -245,6 +245,50 @@ fn a_host_killed_while_a_fork_of_it_lives_on_is_finished_by_its_agent_server() {
 }
 
 #[test]
+fn a_fork_of_the_host_holds_none_of_its_claim_locks_and_none_of_its_sessions() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    // The host forks while attached (its child inherits every descriptor and the library's
+    // memory), then detaches normally while the child lives on, waiting on a pipe.
+    let args = ["attach", &p, "fork_held", "detach", &p, "wait", "release"];
+    let mut h = start(&layout, &args, first.path());
+    assert_eq!(h.expect("attach "), format!("attach {p} 0"));
+    let child = h.expect("forked ")[7..].parse::<i32>().unwrap();
+    let fork = Forked(child);
+    assert_eq!(h.expect("detach "), format!("detach {p} 0"));
+    h.expect("waiting");
+    // The child holds none of the parent's claim locks: a plain attach works while it lives.
+    assert!(pid_alive(fork.0), "the fork lives on");
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(
+        code, 0,
+        "a plain attach while a fork of the host lives: {stderr}"
+    );
+    assert!(pid_alive(fork.0), "the fork lived on meanwhile");
+    assert_eq!(
+        calls_of(&t.log, t.pid),
+        ["attach=0", "detach=0", "attach=0", "detach=0"]
+    );
+    // The child calls rocattach_detach(0) and exits normally (the library's destructor runs):
+    // it has no session of the parent's, so nothing reaches the target.
+    h.resume();
+    assert_eq!(h.expect("reaped "), format!("reaped {child} 0"));
+    std::mem::forget(fork); // reaped: its PID is no longer its own
+    let (code, _, err) = h.finish();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        calls_of(&t.log, t.pid),
+        ["attach=0", "detach=0", "attach=0", "detach=0"],
+        "no detach from the fork"
+    );
+    assert!(!files_in(first.path()).is_empty(), "the host's output");
+    assert!(!files_in(second.path()).is_empty(), "the CLI's output");
+    t.assert_heartbeat();
+}
+
+#[test]
 fn a_host_killed_during_its_attach_call_is_finished_by_its_agent_server() {
     let layout = Layout::install();
     let gates = tempfile::tempdir().unwrap();

@@ -60,6 +60,35 @@ fn registry() -> MutexGuard<'static, Option<Registry>> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+thread_local! {
+    /// The registry's lock, held by the forking thread from [`fork_prepare`] to [`fork_parent`]
+    /// or [`fork_child`].
+    static HELD: std::cell::RefCell<Option<MutexGuard<'static, Option<Registry>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// `pthread_atfork` prepare handler ([`super::forks`]): hold the registry's lock across the fork.
+pub(crate) fn fork_prepare() {
+    let guard = registry();
+    HELD.with(|h| *h.borrow_mut() = Some(guard));
+}
+
+/// `pthread_atfork` parent handler: release the registry's lock.
+pub(crate) fn fork_parent() {
+    HELD.with(|h| drop(h.borrow_mut().take()));
+}
+
+/// `pthread_atfork` child handler: the sessions are the parent's. The registry is forgotten,
+/// never dropped (a drop would end the parent's agent servers and remove its claim files), so
+/// this process starts with none; then its lock is released.
+pub(crate) fn fork_child() {
+    HELD.with(|h| {
+        if let Some(mut guard) = h.borrow_mut().take() {
+            std::mem::forget(guard.take());
+        }
+    });
+}
+
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
     let mut guard = registry();
     f(guard.get_or_insert_with(Registry::default))

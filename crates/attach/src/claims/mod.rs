@@ -38,6 +38,7 @@
 
 pub mod dir;
 mod file;
+pub mod forks;
 mod record;
 
 use file::{lock, openat, same_file, try_flock, unlinkat};
@@ -84,7 +85,7 @@ pub struct Holder {
 /// otherwise.
 #[derive(Debug)]
 pub struct Claim {
-    file: File,
+    file: forks::Tracked,
     dir: dir::Dir,
     name: String,
     record: Record,
