@@ -238,10 +238,39 @@ fn a_host_killed_while_a_fork_of_it_lives_on_is_finished_by_its_agent_server() {
     assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
     assert!(!files_in(first.path()).is_empty(), "the output was written");
     assert!(pid_alive(fork.0), "the fork lived on meanwhile");
-    // The fork also shares the host's claim lock (flock is per open file, which fork shares):
-    // once it has ended, a plain attach works.
-    drop(fork);
+    // The fork holds none of the host's claim locks (its copies are /dev/null): a plain attach
+    // works while it lives on.
     finished_by_its_server(&t, first.path(), second.path(), &servers);
+    assert!(pid_alive(fork.0), "the fork lives on");
+}
+
+#[test]
+fn a_session_left_active_by_a_host_whose_fork_lives_on_can_be_finished_at_once() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    // The host forks while attached, then exits normally without detaching: the session stays
+    // active (as rocattach leaves it) and its claim file stays, while the fork lives on.
+    let mut h = start(&layout, &["attach", &p, "fork"], first.path());
+    let fork = Forked(h.expect("forked ")[7..].parse().unwrap());
+    let (code, out, err) = h.finish();
+    assert_eq!(
+        (code, status_of(&out, &format!("attach {p}"))),
+        (0, 0),
+        "{err}"
+    );
+    wait_until(Duration::from_secs(20), || servers_of(&layout).is_empty());
+    // Another host finishes it at once: the fork does not hold the claim's lock.
+    let (out, err) = run(&layout.lib(), &["detach", &p], &[]);
+    assert_eq!(status_of(&out, &format!("detach {p}")), 0, "{err}");
+    assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(code, 0, "{stderr}");
+    assert!(pid_alive(fork.0), "the fork lived on meanwhile");
+    drop(fork);
+    assert_eq!(calls_of(&t.log, t.pid).len(), 4, "nothing from the fork");
+    t.assert_heartbeat();
 }
 
 #[test]
