@@ -35,6 +35,8 @@
 //! Files are opened relative to the directory's descriptor with `O_NOFOLLOW` (created with
 //! `O_EXCL`) and must be regular files with one link. A claim removed while another front end
 //! waited on its lock is noticed (the name no longer leads to the locked inode) and taken again.
+//! Each claim file's descriptor is `O_CLOEXEC` and known to [`forks`], whose `pthread_atfork`
+//! handlers (registered by the rocattach library) keep a fork of the holder from holding its locks.
 
 pub mod dir;
 mod file;
