@@ -22,7 +22,17 @@
 //! (both are only ever held for a few statements), so the child never finds either held by a
 //! thread it does not have.
 
+use super::sessions::{registry, Registry};
 use rocprof_attach_core::claims::forks as claims;
+use std::cell::RefCell;
+use std::sync::MutexGuard;
+
+thread_local! {
+    /// The session table's lock, held by the forking thread from [`prepare`] to [`parent`] or
+    /// [`child`].
+    static HELD: RefCell<Option<MutexGuard<'static, Option<Registry>>>> =
+        const { RefCell::new(None) };
+}
 
 static REGISTER: std::sync::Once = std::sync::Once::new();
 
@@ -39,18 +49,28 @@ pub fn register() {
     });
 }
 
+/// Hold the session table's lock, then the claim descriptors', across the fork.
 extern "C" fn prepare() {
-    super::sessions::fork_prepare();
+    let guard = registry();
+    HELD.with(|h| *h.borrow_mut() = Some(guard));
     claims::prepare();
 }
 
+/// Release both locks.
 extern "C" fn parent() {
     claims::parent();
-    super::sessions::fork_parent();
+    HELD.with(|h| drop(h.borrow_mut().take()));
 }
 
+/// In the child: the claim descriptors become `/dev/null`; the session table is forgotten, never
+/// dropped (a drop would end the parent's agent servers and remove its claim files), so this
+/// process starts with none; the destructor has nothing to do here.
 extern "C" fn child() {
     claims::child();
-    super::sessions::fork_child();
+    HELD.with(|h| {
+        if let Some(mut guard) = h.borrow_mut().take() {
+            std::mem::forget(guard.take());
+        }
+    });
     super::will::forget_owner();
 }

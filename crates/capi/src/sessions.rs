@@ -44,8 +44,9 @@ struct Session {
     agents: Option<Agents>,
 }
 
+/// The sessions of this process (a fork of it forgets its copy: [`super::forks`]).
 #[derive(Debug, Default)]
-struct Registry {
+pub(crate) struct Registry {
     slots: HashMap<i32, Slot>,
     /// Tree root -> the PIDs its `rocattach_attach_tree` attached, root first.
     trees: HashMap<i32, Vec<i32>>,
@@ -55,38 +56,10 @@ struct Registry {
 
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
-fn registry() -> MutexGuard<'static, Option<Registry>> {
+/// The registry, locked.
+pub(crate) fn registry() -> MutexGuard<'static, Option<Registry>> {
     // A panic in another call cannot leave the map inconsistent (every update is one statement).
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-thread_local! {
-    /// The registry's lock, held by the forking thread from [`fork_prepare`] to [`fork_parent`]
-    /// or [`fork_child`].
-    static HELD: std::cell::RefCell<Option<MutexGuard<'static, Option<Registry>>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// `pthread_atfork` prepare handler ([`super::forks`]): hold the registry's lock across the fork.
-pub(crate) fn fork_prepare() {
-    let guard = registry();
-    HELD.with(|h| *h.borrow_mut() = Some(guard));
-}
-
-/// `pthread_atfork` parent handler: release the registry's lock.
-pub(crate) fn fork_parent() {
-    HELD.with(|h| drop(h.borrow_mut().take()));
-}
-
-/// `pthread_atfork` child handler: the sessions are the parent's. The registry is forgotten,
-/// never dropped (a drop would end the parent's agent servers and remove its claim files), so
-/// this process starts with none; then its lock is released.
-pub(crate) fn fork_child() {
-    HELD.with(|h| {
-        if let Some(mut guard) = h.borrow_mut().take() {
-            std::mem::forget(guard.take());
-        }
-    });
 }
 
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
