@@ -238,10 +238,83 @@ fn a_host_killed_while_a_fork_of_it_lives_on_is_finished_by_its_agent_server() {
     assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
     assert!(!files_in(first.path()).is_empty(), "the output was written");
     assert!(pid_alive(fork.0), "the fork lived on meanwhile");
-    // The fork also shares the host's claim lock (flock is per open file, which fork shares):
-    // once it has ended, a plain attach works.
-    drop(fork);
+    // The fork holds none of the host's claim locks (its copies are /dev/null): a plain attach
+    // works while it lives on.
     finished_by_its_server(&t, first.path(), second.path(), &servers);
+    assert!(pid_alive(fork.0), "the fork lives on");
+}
+
+#[test]
+fn a_session_left_active_by_a_host_whose_fork_lives_on_can_be_finished_at_once() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    // The host forks while attached, then exits normally without detaching: the session stays
+    // active (as rocattach leaves it) and its claim file stays, while the fork lives on.
+    let mut h = start(&layout, &["attach", &p, "fork"], first.path());
+    let fork = Forked(h.expect("forked ")[7..].parse().unwrap());
+    let (code, out, err) = h.finish();
+    assert_eq!(
+        (code, status_of(&out, &format!("attach {p}"))),
+        (0, 0),
+        "{err}"
+    );
+    wait_until(Duration::from_secs(20), || servers_of(&layout).is_empty());
+    // Another host finishes it at once: the fork does not hold the claim's lock.
+    let (out, err) = run(&layout.lib(), &["detach", &p], &[]);
+    assert_eq!(status_of(&out, &format!("detach {p}")), 0, "{err}");
+    assert_eq!(calls_of(&t.log, t.pid), ["attach=0", "detach=0"]);
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(code, 0, "{stderr}");
+    assert!(pid_alive(fork.0), "the fork lived on meanwhile");
+    drop(fork);
+    assert_eq!(calls_of(&t.log, t.pid).len(), 4, "nothing from the fork");
+    t.assert_heartbeat();
+}
+
+#[test]
+fn a_fork_of_the_host_holds_none_of_its_claim_locks_and_none_of_its_sessions() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let p = t.pid.to_string();
+    // The host forks while attached (its child inherits every descriptor and the library's
+    // memory), then detaches normally while the child lives on, waiting on a pipe.
+    let args = ["attach", &p, "fork_held", "detach", &p, "wait", "release"];
+    let mut h = start(&layout, &args, first.path());
+    assert_eq!(h.expect("attach "), format!("attach {p} 0"));
+    let child = h.expect("forked ")[7..].parse::<i32>().unwrap();
+    let fork = Forked(child);
+    assert_eq!(h.expect("detach "), format!("detach {p} 0"));
+    h.expect("waiting");
+    // The child holds none of the parent's claim locks: a plain attach works while it lives.
+    assert!(pid_alive(fork.0), "the fork lives on");
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(
+        code, 0,
+        "a plain attach while a fork of the host lives: {stderr}"
+    );
+    assert!(pid_alive(fork.0), "the fork lived on meanwhile");
+    assert_eq!(
+        calls_of(&t.log, t.pid),
+        ["attach=0", "detach=0", "attach=0", "detach=0"]
+    );
+    // The child calls rocattach_detach(0) and exits normally (the library's destructor runs):
+    // it has no session of the parent's, so nothing reaches the target.
+    h.resume();
+    assert_eq!(h.expect("reaped "), format!("reaped {child} 0"));
+    std::mem::forget(fork); // reaped: its PID is no longer its own
+    let (code, _, err) = h.finish();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        calls_of(&t.log, t.pid),
+        ["attach=0", "detach=0", "attach=0", "detach=0"],
+        "no detach from the fork"
+    );
+    assert!(!files_in(first.path()).is_empty(), "the host's output");
+    assert!(!files_in(second.path()).is_empty(), "the CLI's output");
+    t.assert_heartbeat();
 }
 
 #[test]
@@ -353,8 +426,15 @@ fn a_host_that_exits_without_detaching_leaves_its_session_active_as_rocattach_do
     t.assert_heartbeat();
 }
 
-#[test]
-fn a_python_host_killed_in_its_window_is_finished_by_its_agent_server() {
+/// A Python host running `script` with the package's module from the checkout, its session's
+/// environment for output into `out`: the process, and a reader of its standard output.
+fn python_host(
+    script: &str,
+    out: &Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
     if std::process::Command::new("python3")
         .arg("--version")
         .output()
@@ -362,6 +442,30 @@ fn a_python_host_killed_in_its_window_is_finished_by_its_agent_server() {
     {
         panic!("python3 is needed for this test (tests/scripts/ci-deps.sh installs it)");
     }
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg("-c")
+        .arg(script)
+        .env("PYTHONPATH", &python)
+        .env("ROCPROF_ATTACH_TOOL_LIBRARY", common::tool_lib())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    for (k, v) in session_env(out) {
+        cmd.env(k, v.unwrap());
+    }
+    let mut py = cmd.spawn().unwrap();
+    let reader = std::io::BufReader::new(py.stdout.take().unwrap());
+    (py, reader)
+}
+
+fn line_of(reader: &mut impl std::io::BufRead) -> String {
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    line.trim().to_string()
+}
+
+#[test]
+fn a_python_host_killed_in_its_window_is_finished_by_its_agent_server() {
     let layout = Layout::install();
     let t = Target::spawn(TargetOpts::default());
     let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -373,28 +477,59 @@ fn a_python_host_killed_in_its_window_is_finished_by_its_agent_server() {
         pid = t.pid,
         lib = layout.lib().to_str().unwrap(),
     );
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
-    let mut cmd = std::process::Command::new("python3");
-    cmd.arg("-c")
-        .arg(&script)
-        .env("PYTHONPATH", &python)
-        .env("ROCPROF_ATTACH_TOOL_LIBRARY", common::tool_lib())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped());
-    for (k, v) in session_env(first.path()) {
-        cmd.env(k, v.unwrap());
-    }
-    let mut py = cmd.spawn().unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(py.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "attach 0");
+    let (mut py, mut out) = python_host(&script, first.path());
+    assert_eq!(line_of(&mut out), "attach 0");
     let servers = servers_of(&layout);
     assert_eq!(servers.len(), 1, "{servers:?}");
     py.kill().unwrap();
     py.wait().unwrap();
     finished_by_its_server(&t, first.path(), second.path(), &servers);
+}
+
+#[test]
+fn a_python_multiprocessing_fork_holds_none_of_the_hosts_sessions() {
+    let layout = Layout::install();
+    let t = Target::spawn(TargetOpts::default());
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // A multiprocessing child (fork start method) started while attached waits on a pipe, then
+    // calls detach(0) and returns; the host detaches normally meanwhile.
+    let script = format!(
+        "import os, sys, multiprocessing, rocprof_attach\n\
+         lib = {lib:?}\n\
+         def child(r, w):\n\
+         \x20   os.close(w)\n\
+         \x20   while os.read(r, 1): pass\n\
+         \x20   rocprof_attach.detach(0, library=lib)\n\
+         print('attach', rocprof_attach.attach({pid}, library=lib), flush=True)\n\
+         r, w = os.pipe()\n\
+         p = multiprocessing.get_context('fork').Process(target=child, args=(r, w))\n\
+         p.start()\n\
+         os.close(r)\n\
+         print('forked', p.pid, flush=True)\n\
+         print('detach', rocprof_attach.detach({pid}, library=lib), flush=True)\n\
+         sys.stdin.readline()\n\
+         os.close(w)\n\
+         p.join(60)\n\
+         print('joined', p.exitcode, flush=True)\n",
+        pid = t.pid,
+        lib = layout.lib().to_str().unwrap(),
+    );
+    let (mut py, mut out) = python_host(&script, first.path());
+    assert_eq!(line_of(&mut out), "attach 0");
+    let fork = Forked(line_of(&mut out)[7..].parse().unwrap());
+    assert_eq!(line_of(&mut out), "detach 0");
+    let (code, _, stderr) = short(&t, second.path());
+    assert_eq!(code, 0, "a plain attach while the fork lives: {stderr}");
+    assert!(pid_alive(fork.0), "the fork lived on meanwhile");
+    use std::io::Write;
+    py.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    assert_eq!(line_of(&mut out), "joined 0");
+    std::mem::forget(fork); // joined: its PID is no longer its own
+    assert!(py.wait().unwrap().success());
+    assert_eq!(
+        calls_of(&t.log, t.pid),
+        ["attach=0", "detach=0", "attach=0", "detach=0"],
+        "no detach from the fork"
+    );
+    t.assert_heartbeat();
 }

@@ -12,6 +12,8 @@
 //!   with `exec` (`rocprof-attach __agent-server`, [`will`]) that runs its attach and detach,
 //!   finishes and restores the target on its own if the host dies mid-sequence, and finishes the
 //!   session (detach, output, claim) if the host is killed at any moment before its detach;
+//! * a fork of the host holds none of its sessions: not their claim locks, not the right to
+//!   detach them ([`forks`]);
 //! * no thread of ours runs between calls and none spins during one;
 //! * sessions live in a map under a mutex that is never held across ptrace work
 //!   ([`sessions`]), so two host threads can attach different PIDs at once;
@@ -21,6 +23,7 @@
 //! instead of rocattach's "0 then a failing ptrace call" ([`status`]).
 
 pub mod agent;
+pub mod forks;
 pub mod log;
 pub mod sessions;
 pub mod status;
@@ -48,6 +51,7 @@ pub struct VersionTriplet {
 /// Run one entry point: a panic (a bug of ours) becomes status 1 and a log line instead of
 /// unwinding into C.
 fn guarded(what: &str, f: impl FnOnce(&log::Log) -> Status) -> i32 {
+    forks::register();
     let log = log::Log::from_env();
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&log))) {
         Ok(s) => s as i32,

@@ -44,8 +44,9 @@ struct Session {
     agents: Option<Agents>,
 }
 
+/// The sessions of this process (a fork of it forgets its copy: [`super::forks`]).
 #[derive(Debug, Default)]
-struct Registry {
+pub(crate) struct Registry {
     slots: HashMap<i32, Slot>,
     /// Tree root -> the PIDs its `rocattach_attach_tree` attached, root first.
     trees: HashMap<i32, Vec<i32>>,
@@ -55,7 +56,8 @@ struct Registry {
 
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
-fn registry() -> MutexGuard<'static, Option<Registry>> {
+/// The registry, locked.
+pub(crate) fn registry() -> MutexGuard<'static, Option<Registry>> {
     // A panic in another call cannot leave the map inconsistent (every update is one statement).
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -113,20 +113,27 @@ pub fn end(agents: Agents) {
     drop(agents);
 }
 
-/// The process that loaded the library (a fork of the host inherits the registry, not the
-/// sessions' servers' trust: [`on_exit`] acts in this process only).
-static OWNER: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+/// The process that started the sessions' servers (0: none yet, or a fork of it that has not
+/// attached anything itself): [`on_exit`] acts in this process only.
+static OWNER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-/// Remember the process that starts servers (a fork of it inherits the sessions, not the right
-/// to tell their servers anything at its exit).
+/// Remember the process that starts servers (a fork of it inherits neither the sessions nor the
+/// right to tell their servers anything at its exit: [`forget_owner`]).
 pub fn note_owner() {
-    OWNER.get_or_init(std::process::id);
+    use std::sync::atomic::Ordering::Relaxed;
+    let _ = OWNER.compare_exchange(0, std::process::id(), Relaxed, Relaxed);
+}
+
+/// In a fork of the host (`pthread_atfork` child handler, [`super::forks`]): the sessions are
+/// the parent's, not this process's.
+pub fn forget_owner() {
+    OWNER.store(0, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The library's destructor: a normal exit (or `dlclose`) of the host leaves its sessions active,
 /// as rocattach does, so the servers are told to forget their wills before the sockets close.
 extern "C" fn on_exit() {
-    if OWNER.get() != Some(&std::process::id()) {
+    if OWNER.load(std::sync::atomic::Ordering::Relaxed) != std::process::id() {
         return;
     }
     // Never panic or block here: a call in flight holds its slot, not the lock, for long.

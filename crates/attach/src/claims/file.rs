@@ -1,6 +1,7 @@
 //! The claim files themselves: opened relative to their directory's descriptor, created
 //! exclusively, locked with `flock`, read, and taken over (module docs of [`super`]).
 
+use super::forks::Tracked;
 use super::{dir, held, pid_namespace, start_time, Record};
 use crate::error::{Error, Result};
 use std::ffi::CString;
@@ -75,7 +76,11 @@ const FINISH_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 /// a killed front end finishing its session is waited for (bounded by [`FINISH_WAIT`]). A file
 /// another user wrote is taken over: root makes it its own, the target's owner replaces it.
 // Long because: one loop over the races of open, create, lock and replace, each a few lines.
-pub(super) fn lock(dir: &dir::Dir, name: &str, pid: i32) -> Result<(File, Option<(Record, u32)>)> {
+pub(super) fn lock(
+    dir: &dir::Dir,
+    name: &str,
+    pid: i32,
+) -> Result<(Tracked, Option<(Record, u32)>)> {
     let base = libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
     let path = dir.path.join(name);
     let shown = path.display();
@@ -83,14 +88,16 @@ pub(super) fn lock(dir: &dir::Dir, name: &str, pid: i32) -> Result<(File, Option
     let mut inherited: Option<(Record, u32)> = None;
     let deadline = std::time::Instant::now() + FINISH_WAIT;
     for _ in 0..10_000 {
-        let file = match openat(&dir.fd, name, base | libc::O_RDWR) {
+        let file = match Tracked::open(|| openat(&dir.fd, name, base | libc::O_RDWR)) {
             Ok(f) => f,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                match openat(
-                    &dir.fd,
-                    name,
-                    base | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
-                ) {
+                match Tracked::open(|| {
+                    openat(
+                        &dir.fd,
+                        name,
+                        base | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
+                    )
+                }) {
                     Ok(f) => {
                         // Readable by the target's owner (a claim of root's in their directory);
                         // the umask may have taken bits away.
@@ -104,7 +111,7 @@ pub(super) fn lock(dir: &dir::Dir, name: &str, pid: i32) -> Result<(File, Option
             }
             // Root's claim in the target owner's directory: enough to lock and read it.
             Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
-                openat(&dir.fd, name, base | libc::O_RDONLY)
+                Tracked::open(|| openat(&dir.fd, name, base | libc::O_RDONLY))
                     .map_err(|e| Error::io(format!("opening claim file {shown}"), e))?
             }
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {

@@ -35,9 +35,12 @@
 //! Files are opened relative to the directory's descriptor with `O_NOFOLLOW` (created with
 //! `O_EXCL`) and must be regular files with one link. A claim removed while another front end
 //! waited on its lock is noticed (the name no longer leads to the locked inode) and taken again.
+//! Each claim file's descriptor is `O_CLOEXEC` and known to [`forks`], whose `pthread_atfork`
+//! handlers (registered by the rocattach library) keep a fork of the holder from holding its locks.
 
 pub mod dir;
 mod file;
+pub mod forks;
 mod record;
 
 use file::{lock, openat, same_file, try_flock, unlinkat};
@@ -84,7 +87,7 @@ pub struct Holder {
 /// otherwise.
 #[derive(Debug)]
 pub struct Claim {
-    file: File,
+    file: forks::Tracked,
     dir: dir::Dir,
     name: String,
     record: Record,
