@@ -137,7 +137,10 @@ pub(crate) mod hex_bytes {
         fn hex_round_trip_and_bad_digits() {
             let all: Vec<u8> = (0..=255).collect();
             let text = serde_json::to_string(&B(all.clone())).unwrap();
-            assert!(text.starts_with("\"000102") && text.ends_with("feff\""), "{text}");
+            assert!(
+                text.starts_with("\"000102") && text.ends_with("feff\""),
+                "{text}"
+            );
             assert_eq!(serde_json::from_str::<B>(&text).unwrap(), B(all));
             assert_eq!(serde_json::from_str::<B>("\"\"").unwrap(), B(vec![]));
             for bad in ["\"0\"", "\"0g\"", "\"AB\"", "\"a \"", "\"1:\""] {
