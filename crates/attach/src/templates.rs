@@ -38,7 +38,8 @@ pub struct Facts {
     pub hostname: Option<String>,
     /// Its command line.
     pub argv: Vec<String>,
-    /// Its environment (at the time the tool expands the templates: ours sent over it).
+    /// Its environment (at the time the tool expands the templates): the first pair of a name
+    /// is the one in effect, so what the attach sends comes before the target's own variables.
     pub env: Vec<(String, String)>,
 }
 
@@ -63,20 +64,14 @@ impl Facts {
                 .parse()
                 .ok()
         };
-        // The target's variables that the attach does not replace, then what it sends: one
-        // pass, not one per variable sent (a session sends every option's variable).
-        let replaced: std::collections::HashSet<&str> =
-            sent.iter().map(|(k, _)| k.as_str()).collect();
-        let keep = |(k, _): &&(String, String)| !replaced.contains(k.as_str());
-        let mut env: Vec<(String, String)> = match environ {
-            Some(e) => e.iter().filter(keep).cloned().collect(),
-            None => procfs::environ(pid)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|p| keep(&p))
-                .collect(),
-        };
-        env.extend(sent.iter().cloned());
+        // What the attach sends, then the target's own variables: [`Facts::var`] takes the first
+        // pair of a name, so a variable sent hides the target's (as the register's `setenv`
+        // replaces it), with no set of the sent names built to leave the target's out.
+        let mut env: Vec<(String, String)> = sent.to_vec();
+        match environ {
+            Some(e) => env.extend_from_slice(e),
+            None => env.extend(procfs::environ(pid).unwrap_or_default()),
+        }
         Facts {
             pid: own_pid.or_else(|| status.as_ref().and_then(|s| s.ns_pid.last().copied())),
             ppid: if nested { None } else { field(1) },
