@@ -14,7 +14,6 @@
 
 use rocprof_testkit as kit;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 fn env(k: &str, d: &str) -> String {
@@ -42,22 +41,7 @@ fn main() {
     let every: usize = env("BENCH_EVERY", "10").parse().unwrap();
     let trace = env("BENCH_TRACE", "--kernel-trace");
     let dir = tempfile::tempdir().unwrap();
-    let mut target = Command::new(&s.target)
-        .arg("--with-cupti")
-        .arg(&s.libcupti)
-        .args(["--kernels-per-step", "4", "--step-us", "1000"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start cuda_target");
-    let mut lines = BufReader::new(target.stdout.take().unwrap());
-    let mut line = String::new();
-    while line.trim() != "ready" {
-        line.clear();
-        assert!(lines.read_line(&mut line).unwrap() > 0, "cuda_target ended");
-    }
-    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    let mut target = kit::cuda::start_target(&s, "4", "1000");
     let pid = target.id();
     let before = status(pid);
     println!("`{trace}`, {sessions} sessions of 200 ms on the CUDA stand-in (pid {pid})");

@@ -27,7 +27,6 @@
 
 use rocprof_testkit as kit;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -71,23 +70,7 @@ fn round(i: u64, tool: &std::path::Path) -> Round {
     let s = kit::cuda::build_standins();
     let dir = tempfile::tempdir().unwrap();
     let (kernels, step_us) = (env("BENCH_KERNELS", "20"), env("BENCH_STEP_US", "1000"));
-    let mut target = Command::new(&s.target)
-        .arg("--with-cupti")
-        .arg(&s.libcupti)
-        .args(["--kernels-per-step", &kernels, "--step-us", &step_us])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start cuda_target");
-    let mut lines = BufReader::new(target.stdout.take().unwrap());
-    let mut line = String::new();
-    while line.trim() != "ready" {
-        line.clear();
-        assert!(lines.read_line(&mut line).unwrap() > 0, "cuda_target ended");
-    }
-    // Its "step" lines go on: keep its pipe drained.
-    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    let mut target = kit::cuda::start_target(&s, &kernels, &step_us);
     let trace = env("BENCH_TRACE", "--kernel-trace --runtime-trace");
     let pid = target.id().to_string();
     let out = dir.path().join("out");

@@ -134,23 +134,7 @@ fn main() {
     let (kernels, step_us) = (env("BENCH_KERNELS", "4"), env("BENCH_STEP_US", "2000"));
     let api = env("BENCH_API", "0") == "1";
     let spm = env("BENCH_SPM", "0") == "1";
-    let mut cuda = Command::new(&s.target)
-        .arg("--with-cupti")
-        .arg(&s.libcupti)
-        .args(["--kernels-per-step", &kernels, "--step-us", &step_us])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start cuda_target");
-    let mut out = BufReader::new(cuda.stdout.take().unwrap());
-    let mut line = String::new();
-    while line.trim() != "ready" {
-        line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "cuda_target ended");
-    }
-    // Its "step" lines go on while `top` runs: keep its pipe drained.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let mut cuda = kit::cuda::start_target(&s, &kernels, &step_us);
     let tool = kit::release_bin().with_file_name("librocprof_cuda_tool.so");
     let extra: Vec<&str> = [api.then_some("--api"), spm.then_some("--spm")]
         .into_iter()

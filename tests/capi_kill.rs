@@ -120,6 +120,43 @@ fn finished_by_its_server(t: &Target, first: &Path, second: &Path, servers: &[i3
     t.assert_heartbeat();
 }
 
+/// A target whose register holds its attach or detach call (`var`: `STANDIN_ATTACH_GATE` or
+/// `STANDIN_DETACH_GATE`) until the gate file is written.
+struct Gated {
+    t: Target,
+    _gates: tempfile::TempDir,
+    gate: PathBuf,
+}
+
+impl Gated {
+    fn spawn(var: &str) -> Gated {
+        let gates = tempfile::tempdir().unwrap();
+        let gate = gates.path().join("open");
+        let t = Target::spawn(TargetOpts {
+            env: vec![(var.into(), gate.to_str().unwrap().into())],
+            ..Default::default()
+        });
+        Gated {
+            t,
+            _gates: gates,
+            gate,
+        }
+    }
+
+    /// Once the held call traces the listener: kills host `h`, then opens the gate; the
+    /// agent servers of `layout` at the kill.
+    fn kill_in_call(&self, layout: &Layout, h: Host) -> Vec<i32> {
+        let listener = self.t.listener();
+        wait_until(Duration::from_secs(30), || {
+            tracer_pid(self.t.pid, listener) != 0
+        });
+        let servers = servers_of(layout);
+        kill_host(h);
+        std::fs::write(&self.gate, "").unwrap();
+        servers
+    }
+}
+
 #[test]
 fn a_host_killed_in_its_window_is_finished_by_its_agent_server() {
     let layout = Layout::install();
@@ -320,59 +357,36 @@ fn a_fork_of_the_host_holds_none_of_its_claim_locks_and_none_of_its_sessions() {
 #[test]
 fn a_host_killed_during_its_attach_call_is_finished_by_its_agent_server() {
     let layout = Layout::install();
-    let gates = tempfile::tempdir().unwrap();
-    let gate = gates.path().join("open");
-    let t = Target::spawn(TargetOpts {
-        env: vec![("STANDIN_ATTACH_GATE".into(), gate.to_str().unwrap().into())],
-        ..Default::default()
-    });
+    let g = Gated::spawn("STANDIN_ATTACH_GATE");
     let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let p = t.pid.to_string();
+    let p = g.t.pid.to_string();
     let h = start(&layout, &["attach", &p, "wait"], first.path());
     // The attach call is running (held at the gate) while the server traces the listener.
-    let listener = t.listener();
-    wait_until(Duration::from_secs(30), || tracer_pid(t.pid, listener) != 0);
-    let servers = servers_of(&layout);
-    kill_host(h);
-    std::fs::write(&gate, "").unwrap();
+    let servers = g.kill_in_call(&layout, h);
     // The attach runs to its end, then the server detaches.
-    finished_by_its_server(&t, first.path(), second.path(), &servers);
+    finished_by_its_server(&g.t, first.path(), second.path(), &servers);
 }
 
 #[test]
 fn a_host_killed_during_its_detach_call_is_finished_by_its_agent_server() {
     let layout = Layout::install();
-    let gates = tempfile::tempdir().unwrap();
-    let gate = gates.path().join("open");
-    let t = Target::spawn(TargetOpts {
-        env: vec![("STANDIN_DETACH_GATE".into(), gate.to_str().unwrap().into())],
-        ..Default::default()
-    });
+    let g = Gated::spawn("STANDIN_DETACH_GATE");
     let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let p = t.pid.to_string();
+    let p = g.t.pid.to_string();
     let mut h = start(&layout, &["attach", &p, "detach", &p], first.path());
     assert_eq!(h.expect("attach "), format!("attach {p} 0"));
     // The attach released the listener; the detach call holds it traced at the gate.
-    let listener = t.listener();
-    wait_until(Duration::from_secs(30), || tracer_pid(t.pid, listener) != 0);
-    let servers = servers_of(&layout);
-    kill_host(h);
-    std::fs::write(&gate, "").unwrap();
+    let servers = g.kill_in_call(&layout, h);
     // The detach in flight ends; it is not sent again.
-    finished_by_its_server(&t, first.path(), second.path(), &servers);
+    finished_by_its_server(&g.t, first.path(), second.path(), &servers);
 }
 
 #[test]
 fn a_host_killed_while_it_finishes_a_session_left_active_is_finished_by_its_agent_server() {
     let layout = Layout::install();
-    let gates = tempfile::tempdir().unwrap();
-    let gate = gates.path().join("open");
-    let t = Target::spawn(TargetOpts {
-        env: vec![("STANDIN_DETACH_GATE".into(), gate.to_str().unwrap().into())],
-        ..Default::default()
-    });
+    let g = Gated::spawn("STANDIN_DETACH_GATE");
     let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let p = t.pid.to_string();
+    let p = g.t.pid.to_string();
     // A session left active by a host that exited without detaching.
     let (code, out, err) = start(&layout, &["attach", &p], first.path()).finish();
     assert_eq!(
@@ -384,13 +398,9 @@ fn a_host_killed_while_it_finishes_a_session_left_active_is_finished_by_its_agen
     // Another host finishes it (rocattach_detach of a process it did not attach), killed during
     // that detach call.
     let h = start(&layout, &["detach", &p], first.path());
-    let listener = t.listener();
-    wait_until(Duration::from_secs(30), || tracer_pid(t.pid, listener) != 0);
-    let servers = servers_of(&layout);
+    let servers = g.kill_in_call(&layout, h);
     assert_eq!(servers.len(), 1, "{servers:?}");
-    kill_host(h);
-    std::fs::write(&gate, "").unwrap();
-    finished_by_its_server(&t, first.path(), second.path(), &servers);
+    finished_by_its_server(&g.t, first.path(), second.path(), &servers);
 }
 
 #[test]

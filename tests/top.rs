@@ -389,6 +389,27 @@ impl Tmux {
         }
     }
 
+    /// Starts the pane "top" of `cols` x `rows` running `command` (a shell line).
+    pub(crate) fn session(&self, cols: u16, rows: u16, command: &str) {
+        let (x, y) = (cols.to_string(), rows.to_string());
+        let out = self.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            &x,
+            "-y",
+            &y,
+            command,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     pub(crate) fn cmd(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux")
             .arg("-L")
@@ -444,22 +465,7 @@ fn the_screen_in_tmux_shows_kernels_ranks_resizes_and_q_detaches() {
         a.pid,
         b.pid
     );
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        &command,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tmux.session(120, 40, &command);
     let s = tmux.wait_screen("both processes' kernels", |s| {
         // The stand-in's `_Z10gemm_kerneli` demangles to `gemm_kerne(long)`.
         s.contains("gemm_kerne")
@@ -634,22 +640,7 @@ fn sigterm_restores_the_terminal_and_detaches() {
         common::bin().display(),
         t.pid
     );
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &command,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tmux.session(100, 30, &command);
     tmux.wait_screen("the kernels", |s| s.contains("gemm_kerne"));
     let format = |f: &str| {
         String::from_utf8_lossy(&tmux.cmd(&["display-message", "-p", "-t", "top", f]).stdout)

@@ -196,22 +196,7 @@ fn the_screen_shows_the_counters_panel() {
         common::bin().display(),
         t.pid
     );
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        &command,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tmux.session(120, 40, &command);
     let s = tmux.wait_screen("the counters panel with SM activity", |s| {
         s.contains("sampled counters of AGENT [1] (GPU) (last interval)")
             && s.contains("SM active %")

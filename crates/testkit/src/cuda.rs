@@ -130,3 +130,28 @@ pub fn build_standins() -> Standins {
 pub fn build_selftest() -> PathBuf {
     build_program("selftest", &[fixtures_dir().join("selftest.c")], &[])
 }
+
+/// Starts the CUDA stand-in target of `s` with its CUPTI mapped, launching `kernels` kernels
+/// every `step_us` µs, and returns it once it printed `ready`; its later lines are drained by
+/// a thread of their own (benchmarks watch it from outside).
+pub fn start_target(s: &Standins, kernels: &str, step_us: &str) -> std::process::Child {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut target = Command::new(&s.target)
+        .arg("--with-cupti")
+        .arg(&s.libcupti)
+        .args(["--kernels-per-step", kernels, "--step-us", step_us])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start cuda_target");
+    let mut lines = std::io::BufReader::new(target.stdout.take().unwrap());
+    let mut line = String::new();
+    while line.trim() != "ready" {
+        line.clear();
+        assert!(lines.read_line(&mut line).unwrap() > 0, "cuda_target ended");
+    }
+    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    target
+}
