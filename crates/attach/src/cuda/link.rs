@@ -187,11 +187,10 @@ pub struct KernelPasses {
 impl Multiplexed {
     /// One line: the passes, their groups, and how many kernels got every group.
     pub fn summary(&self, pid: i32, passes: u64) -> String {
-        let complete = self
-            .kernels
-            .iter()
-            .filter(|k| k.launches.len() as u64 >= passes && k.launches.iter().all(|n| *n > 0))
-            .count();
+        let full = |k: &&KernelPasses| {
+            k.launches.len() as u64 >= passes && k.launches.iter().all(|n| *n > 0)
+        };
+        let complete = self.kernels.iter().filter(full).count();
         let groups: Vec<String> = self
             .groups
             .iter()
@@ -201,7 +200,7 @@ impl Multiplexed {
         let partial: Vec<String> = self
             .kernels
             .iter()
-            .filter(|k| !(k.launches.len() as u64 >= passes && k.launches.iter().all(|n| *n > 0)))
+            .filter(|k| !full(k))
             .take(3)
             .map(|k| format!("{} ({:?})", k.name, k.launches))
             .collect();
